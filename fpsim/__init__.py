@@ -1,0 +1,24 @@
+"""fpsim: bit-exact simulation of reduced-precision floating point.
+
+Formats (``Format``, ``format``), rounding (``round``), encodings
+(``to_bits``, ``from_bits``), elementwise arithmetic (``add`` ... ``fma``) with
+IEEE flags, on the ``numpy`` (reference) or ``numba`` (CPU) backend.
+"""
+
+from fpsim.arithmetic import add, div, fma, mul, sqrt, sub
+from fpsim.backends import backend, get_backend_name, set_backend
+from fpsim.bits import from_bits, to_bits
+from fpsim.flags import ABSORBED, DIVBYZERO, INEXACT, INVALID, OVERFLOW, UNDERFLOW
+from fpsim.formats import PRESETS, Format, format
+from fpsim.modes import CODES as _CODES
+from fpsim.rounding import round
+
+ROUNDING_MODES = tuple(_CODES)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ABSORBED", "DIVBYZERO", "INEXACT", "INVALID", "OVERFLOW", "PRESETS", "ROUNDING_MODES",
+    "UNDERFLOW", "Format", "add", "backend", "div", "fma", "format", "from_bits",
+    "get_backend_name", "mul", "round", "set_backend", "sqrt", "sub", "to_bits",
+]

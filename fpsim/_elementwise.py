@@ -1,0 +1,104 @@
+"""The one path from a public call to a kernel: checks, spec, dtype, backend call."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim._inputs import as_float_array, broadcast, flat_operand
+from fpsim.backends import get_backend
+from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
+from fpsim.kernels.random import mix64
+from fpsim.modes import STOCHASTIC, mode_code
+
+MAX_RANDOM_BITS = 53
+
+
+def make_spec(
+    fmt: Format, rounding: str, subnormals: bool, saturate: bool, random_bits: int | None
+) -> tuple:
+    """The kernels' format-and-mode tuple (see ``fpsim.kernels.core``)."""
+    if random_bits is None:
+        random_bits = MAX_RANDOM_BITS
+    if (
+        isinstance(random_bits, bool)
+        or not isinstance(random_bits, (int, np.integer))
+        or not 1 <= random_bits <= MAX_RANDOM_BITS
+    ):
+        raise ValueError(
+            f"random_bits must be an integer in 1..{MAX_RANDOM_BITS}, got {random_bits!r}"
+        )
+    return (
+        fmt.man_bits,
+        fmt.emin,
+        fmt.max,
+        fmt.smallest_normal,
+        int(bool(subnormals)),
+        int(fmt.infinities),
+        int(bool(saturate)),
+        mode_code(rounding),
+        int(random_bits),
+    )
+
+
+def stream_key(seed) -> int:
+    """The 64-bit key of the random stream for ``seed`` (None: fresh entropy)."""
+    if seed is None:
+        seed = np.random.SeedSequence().entropy
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    with np.errstate(over="ignore"):
+        return int(mix64(np.array([int(seed) % (1 << 64)], dtype=np.uint64))[0])
+
+
+def elementwise(
+    kernel: str,
+    operands: dict,
+    fmt,
+    rounding: str,
+    *,
+    subnormals: bool,
+    saturate: bool,
+    flags: bool,
+    seed,
+    random_bits: int | None,
+    arithmetic: bool,
+):
+    """Evaluate ``kernel`` over broadcast ``operands``; returns the result (and flags)."""
+    fmt = as_format(fmt)
+    spec = make_spec(fmt, rounding, subnormals, saturate, random_bits)
+    if arithmetic and fmt.man_bits > MAX_ARITH_MAN_BITS:
+        raise ValueError(
+            f"arithmetic supports formats with man_bits <= {MAX_ARITH_MAN_BITS}; "
+            f"{fmt.name} has {fmt.man_bits}"
+        )
+    arrays = {name: as_float_array(x, name) for name, x in operands.items()}
+    shape = broadcast(arrays)
+    backend = get_backend()
+    if arithmetic:
+        for name, arr in arrays.items():
+            flat = flat_operand(arr, arr.shape)
+            bad = backend.first_unrepresentable(flat, spec)
+            if bad >= 0:
+                where = np.unravel_index(bad, arr.shape) if arr.ndim else ()
+                raise ValueError(
+                    f"operand {name}={flat[bad]!r} (at index {tuple(int(i) for i in where)}) "
+                    f"is not representable in {fmt.name}; round it first with fpsim.round"
+                )
+    dtype = np.result_type(*arrays.values(), fmt.dtype)
+    work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+    out = np.empty(shape, dtype=work)
+    flag_out = np.zeros(shape, dtype=np.uint8) if flags else None
+    key = stream_key(seed) if spec[7] == STOCHASTIC else None
+    backend.apply(
+        kernel,
+        [flat_operand(a, shape) for a in arrays.values()],
+        out.reshape(-1),
+        None if flag_out is None else flag_out.reshape(-1),
+        spec,
+        key,
+    )
+    result = out.astype(dtype, copy=False)
+    if all(a.ndim == 0 for a in arrays.values()):
+        result = result[()]
+        flag_out = None if flag_out is None else flag_out[()]
+    return (result, flag_out) if flags else result

@@ -1,0 +1,79 @@
+"""Encodings: format values to and from their bit patterns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim._elementwise import make_spec
+from fpsim._inputs import as_float_array
+from fpsim.backends import get_backend
+from fpsim.formats import Format, as_format
+
+_SIGN = np.uint64(1 << 63)
+_M52 = np.uint64((1 << 52) - 1)
+
+
+def to_bits(x, fmt: Format | str) -> np.ndarray:
+    """The encodings of the format values ``x`` (uint8/16/32/64 by the format's width).
+
+    NaN encodes as the quiet NaN with a zero sign (S.1..1.1..1 in a finite-style format).
+    """
+    fmt = as_format(fmt)
+    arr = as_float_array(x, "x")
+    flat = np.ascontiguousarray(arr, dtype=np.float64).reshape(-1)
+    spec = make_spec(fmt, "nearest_even", True, False, None)
+    bad = get_backend().first_unrepresentable(flat, spec)
+    if bad >= 0:
+        raise ValueError(f"x={flat[bad]!r} (flat index {bad}) is not representable in {fmt.name}")
+    t, bias = fmt.man_bits, fmt.bias
+    u = flat.view(np.uint64)
+    sign = (u & _SIGN) >> np.uint64(63 - (fmt.bits - 1))
+    mag = np.abs(flat)
+    with np.errstate(invalid="ignore"):
+        normal = mag >= fmt.smallest_normal
+        finite = np.isfinite(flat)
+    exp_field = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023 + bias
+    frac = (u & _M52) >> np.uint64(52 - t)
+    sub_frac = np.ldexp(np.where(finite & ~normal, mag, 0.0), t - fmt.emin).astype(np.uint64)
+    all_ones = np.uint64(2 ** fmt.exp_bits - 1)
+    nan_frac = np.uint64(2**t - 1 if not fmt.infinities else 2 ** (t - 1))
+    field = np.where(normal & finite, exp_field.clip(0), 0).astype(np.uint64)
+    field = np.where(finite, field, all_ones)
+    frac = np.where(normal, frac, sub_frac)
+    frac = np.where(np.isinf(flat), np.uint64(0), frac)
+    frac = np.where(np.isnan(flat), nan_frac, frac)
+    sign = np.where(np.isnan(flat), np.uint64(0), sign)
+    bits = sign | (field << np.uint64(t)) | frac
+    out = bits.astype(fmt.bits_dtype).reshape(arr.shape)
+    return out[()] if arr.ndim == 0 else out
+
+
+def from_bits(bits, fmt: Format | str) -> np.ndarray:
+    """The float64 values of the encodings ``bits`` (an unsigned or non-negative integer array)."""
+    fmt = as_format(fmt)
+    arr = np.asarray(bits)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"bits: expected an integer array, got dtype {arr.dtype}")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= 2**fmt.bits):
+        raise ValueError(f"bits: values must lie in 0..2**{fmt.bits}-1 for {fmt.name}")
+    t, bias = fmt.man_bits, fmt.bias
+    u = arr.astype(np.uint64).reshape(-1)
+    frac = u & np.uint64(2**t - 1)
+    field = ((u >> np.uint64(t)) & np.uint64(2**fmt.exp_bits - 1)).astype(np.int64)
+    negative = (u >> np.uint64(fmt.bits - 1)) != 0
+    top = 2**fmt.exp_bits - 1
+    if fmt.infinities:
+        special = field == top
+    else:
+        special = (field == top) & (frac == np.uint64(2**t - 1))
+    normal_bits = (np.clip(field - bias + 1023, 1, 2046).astype(np.uint64) << np.uint64(52)) | (
+        frac << np.uint64(52 - t)
+    )
+    subnormal = np.ldexp(frac.astype(np.float64), fmt.emin - t)
+    value = np.where(field > 0, normal_bits.view(np.float64), subnormal)
+    # Keep a NaN's payload (and so its quiet bit) in the binary64 fraction.
+    special_bits = np.uint64(0x7FF << 52) | (frac << np.uint64(52 - t))
+    value = np.where(special, special_bits.view(np.float64), value)
+    value = np.where(negative, -value, value)
+    out = value.reshape(arr.shape)
+    return out[()] if arr.ndim == 0 else out

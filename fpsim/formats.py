@@ -1,0 +1,148 @@
+"""Binary floating-point formats: IEEE 754 style and the OCP finite style."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Format", "format", "PRESETS", "as_format"]
+
+MAX_ARITH_MAN_BITS = 29
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary format: 1 sign bit, ``exp_bits`` exponent bits, ``man_bits`` fraction bits.
+
+    ``infinities=False`` selects the OCP finite style (fp8_e4m3): the all-ones
+    exponent holds finite values and only the all-ones pattern is NaN.
+    """
+
+    exp_bits: int
+    man_bits: int
+    name: str | None = field(default=None, compare=False)
+    infinities: bool = True
+
+    def __init__(
+        self, exp_bits: int, man_bits: int, *, name: str | None = None, infinities: bool = True
+    ):
+        for label, value, lo, hi in (("exp_bits", exp_bits, 2, 11), ("man_bits", man_bits, 1, 52)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{label} must be an integer, got {value!r}")
+            if not lo <= value <= hi:
+                raise ValueError(f"{label}={value} is out of the supported range {lo}..{hi}")
+        if not infinities and exp_bits > 10:
+            raise ValueError(
+                f"exp_bits={exp_bits}: a format without infinities needs exp_bits <= 10"
+            )
+        object.__setattr__(self, "exp_bits", int(exp_bits))
+        object.__setattr__(self, "man_bits", int(man_bits))
+        object.__setattr__(self, "infinities", bool(infinities))
+        default = f"e{exp_bits}m{man_bits}" + ("" if infinities else "fn")
+        object.__setattr__(self, "name", name if name is not None else default)
+
+    @property
+    def bias(self) -> int:
+        return 2 ** (self.exp_bits - 1) - 1
+
+    @property
+    def emin(self) -> int:
+        return 1 - self.bias
+
+    @property
+    def emax(self) -> int:
+        return self.bias if self.infinities else self.bias + 1
+
+    @property
+    def precision(self) -> int:
+        return self.man_bits + 1
+
+    @property
+    def bits(self) -> int:
+        return 1 + self.exp_bits + self.man_bits
+
+    @property
+    def max(self) -> float:
+        top = 2.0 - 2.0 ** -self.man_bits * (1 if self.infinities else 2)
+        return float(np.ldexp(top, self.emax))
+
+    @property
+    def smallest_normal(self) -> float:
+        return float(np.ldexp(1.0, self.emin))
+
+    @property
+    def smallest_subnormal(self) -> float:
+        return float(np.ldexp(1.0, self.emin - self.man_bits))
+
+    @property
+    def eps(self) -> float:
+        return float(np.ldexp(1.0, -self.man_bits))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The narrowest NumPy float dtype that holds every value of the format."""
+        for dt in (np.float16, np.float32, np.float64):
+            info = np.finfo(dt)
+            if (
+                self.man_bits <= info.nmant
+                and self.emax <= info.maxexp - 1
+                and self.emin - self.man_bits >= info.minexp - info.nmant
+            ):
+                return np.dtype(dt)
+        raise AssertionError("every format fits in float64")
+
+    @property
+    def bits_dtype(self) -> np.dtype:
+        """The unsigned integer dtype that holds one encoding."""
+        for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
+            if self.bits <= np.dtype(dt).itemsize * 8:
+                return np.dtype(dt)
+        raise AssertionError("every format fits in 64 bits")
+
+    def __repr__(self) -> str:
+        extra = "" if self.infinities else ", infinities=False"
+        return f"Format({self.exp_bits}, {self.man_bits}, name={self.name!r}{extra})"
+
+
+PRESETS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(5, 10, name="fp16"),
+        Format(8, 7, name="bf16"),
+        Format(8, 10, name="tf32"),
+        Format(8, 23, name="fp32"),
+        Format(11, 52, name="fp64"),
+        Format(5, 2, name="fp8_e5m2"),
+        Format(4, 3, name="fp8_e4m3", infinities=False),
+    )
+}
+
+_ALIASES = {
+    "binary16": "fp16", "half": "fp16", "float16": "fp16",
+    "bfloat16": "bf16",
+    "binary32": "fp32", "single": "fp32", "float32": "fp32",
+    "binary64": "fp64", "double": "fp64", "float64": "fp64",
+    "e5m2": "fp8_e5m2", "e4m3": "fp8_e4m3",
+}
+
+
+def format(name: str) -> Format:
+    """Look a preset format up by name (``"fp16"``, ``"bf16"``, ``"fp8_e4m3"``, ...)."""
+    if not isinstance(name, str):
+        raise ValueError(f"format name must be a string, got {name!r}")
+    key = name.lower()
+    key = _ALIASES.get(key, key)
+    if key not in PRESETS:
+        known = ", ".join(sorted(PRESETS))
+        raise ValueError(f"unknown format {name!r}; known formats: {known}")
+    return PRESETS[key]
+
+
+def as_format(fmt: Format | str) -> Format:
+    """Accept a ``Format`` or a preset name."""
+    if isinstance(fmt, Format):
+        return fmt
+    if isinstance(fmt, str):
+        return format(fmt)
+    raise ValueError(f"expected a Format or a format name, got {fmt!r}")

@@ -1,0 +1,234 @@
+"""The rounding primitive and the carrier every operation hands to it.
+
+A *carrier* is the exact value v of a result, given as
+``(neg, a, sticky)``: ``a`` is the binary64 encoding of |v| truncated toward
+zero onto the binary64 grid (subnormals included; the encoding of +inf when
+|v| >= 2**1024), and ``sticky`` says that |v| is strictly larger than that.
+``round_mag`` is the one place where a value is rounded to a format.
+
+Format parameters travel as the tuple ``spec``:
+``(t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits)``.
+"""
+
+import numpy as np
+
+from fpsim.kernels.prims import bits_f64, f64_bits, i64_f64, maximum, minimum, select
+
+NEAREST_EVEN = 0
+NEAREST_AWAY = 1
+TOWARD_ZERO = 2
+UP = 3
+DOWN = 4
+ODD = 5
+STOCHASTIC = 6
+
+INEXACT = 1
+UNDERFLOW = 2
+OVERFLOW = 4
+DIVBYZERO = 8
+INVALID = 16
+ABSORBED = 32
+
+MAG = 0x7FFFFFFFFFFFFFFF
+INF_BITS = 0x7FF0000000000000
+QUIET = 0x0008000000000000
+M52 = 0x000FFFFFFFFFFFFF
+H52 = 0x0010000000000000
+INF = np.inf
+NAN = np.nan
+
+
+def pow2(q):
+    """2.0**q for -1074 <= q <= 1023, exactly."""
+    normal = maximum(q + 1023, 0) << 52
+    sub = 1 << minimum(maximum(q + 1074, 0), 62)
+    return bits_f64(select(q >= -1022, normal, sub))
+
+
+def grid(a, t, emin):
+    """Split the binary64 magnitude ``a`` at the format's last place.
+
+    Returns ``(sig, e_lsb, q, d, keep, rem)``: |a| = sig * 2**e_lsb, the format's
+    spacing there is 2**q (subnormal grid below ``emin``), ``d = q - e_lsb`` bits
+    fall below it, ``keep`` is the truncated significand in units of 2**q and
+    ``rem`` the bits below. ``d`` is clamped at 62, which leaves ``keep = 0``
+    and ``rem = sig`` for every d >= 53.
+    """
+    ef = a >> 52
+    sig = (a & M52) | select(ef > 0, H52, 0)
+    e_lsb = maximum(ef, 1) - 1075
+    q = maximum(e_lsb + 52 - t, emin - t)
+    d = minimum(q - e_lsb, 62)
+    keep = sig >> d
+    rem = sig - (keep << d)
+    return sig, e_lsb, q, d, keep, rem
+
+
+def increment(keep, rem, d, sticky, neg, rnd, mode, rbits):
+    """Whether the magnitude ``keep`` moves up by one unit (every mode but odd)."""
+    half = (1 << d) >> 1
+    # d = 0 happens only for exact inputs (sticky clear): nothing to round.
+    tie = (rem == half) & (d > 0)
+    above = (rem > half) | (tie & sticky)
+    tie = tie & (sticky == 0)
+    inexact = (rem != 0) | sticky
+    # Stochastic: R uniform in [0, 2**r) rounds away iff R < floor(f * 2**r).
+    r = minimum(rbits, d)
+    g = rem >> minimum(d - r, 63)
+    sr = (rnd >> (53 - r)) < g
+    return select(
+        mode == NEAREST_EVEN,
+        above | (tie & ((keep & 1) == 1)),
+        select(
+            mode == NEAREST_AWAY,
+            above | tie,
+            select(
+                mode == UP,
+                inexact & (neg == 0),
+                select(mode == DOWN, inexact & neg, (mode == STOCHASTIC) & sr),
+            ),
+        ),
+    )
+
+
+def overflow_value(neg, spec):
+    """The magnitude an overflow gives (IEEE 754 section 7.4, and the finite-style rule)."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    to_inf = (
+        (mode == NEAREST_EVEN)
+        | (mode == NEAREST_AWAY)
+        | (mode == STOCHASTIC)
+        | ((mode == UP) & (neg == 0))
+        | ((mode == DOWN) & neg)
+    )
+    return select(to_inf & (saturate == 0), select(infinities != 0, INF, NAN), maxv)
+
+
+def round_mag(a, sticky, neg, rnd, spec, want_flags):
+    """Round the carrier ``(neg, a, sticky)`` to the format: (magnitude, flags).
+
+    ``rnd`` holds 53 random bits (stochastic mode only). The magnitude is a
+    float64 >= 0, or +inf, or NaN (overflow in a finite-style format).
+    """
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    sig, e_lsb, q, d, keep, rem = grid(a, t, emin)
+    inexact = (rem != 0) | sticky
+    inc = increment(keep, rem, d, sticky, neg, rnd, mode, rbits)
+    k = select(mode == ODD, keep | inexact, keep + inc)
+    v = i64_f64(k) * pow2(q)
+    over = v > maxv
+    v = select(over, overflow_value(neg, spec), v)
+    flush = (subnormals == 0) & (v < minnorm) & ((a != 0) | sticky)
+    v = select(flush, 0.0, v)
+    flags = 0
+    if want_flags:
+        # Tininess after rounding (IEEE 754 section 7.5): round to the
+        # precision with an unbounded exponent; only values in
+        # [2**(emin-1), 2**emin) can reach 2**emin that way.
+        e_top = select(a >= H52, (a >> 52) - 1023, select(a >= (H52 >> 1), -1023, -1024))
+        du = minimum(maximum(e_top - t - e_lsb, 0), 62)
+        keep_u = sig >> du
+        inc_u = increment(keep_u, sig - (keep_u << du), du, sticky, neg, rnd, mode, rbits)
+        reaches = (e_top == emin - 1) & (keep_u + inc_u == (1 << (t + 1)))
+        tiny = (e_top < emin) & (reaches == 0) & ((a != 0) | sticky)
+        flags = (
+            select(inexact | over | flush, INEXACT, 0)
+            | select((tiny & inexact) | flush, UNDERFLOW, 0)
+            | select(over, OVERFLOW, 0)
+        )
+    return v, flags
+
+
+def bitlen(x):
+    """Number of significant bits of 0 <= x < 2**63 (0 for 0)."""
+    e = (f64_bits(i64_f64(x)) >> 52) - 1022
+    e = select(x == 0, 0, e)
+    # The conversion rounds to 53 bits and may carry into the next power of two.
+    low = (x >> minimum(maximum(e - 1, 0), 62)) == 0
+    return e - select(low & (x != 0), 1, 0)
+
+
+def pack(sig, e, sticky):
+    """Carrier ``(a, sticky)`` of the exact ``sig * 2**e`` (+ sticky), for 0 <= sig < 2**63."""
+    n = bitlen(sig)
+    s = maximum(n - 53, -1074 - e)
+    right = minimum(maximum(s, 0), 63)
+    kept = sig >> right
+    dropped = (sig - (kept << right)) != 0
+    m = kept << minimum(maximum(-s, 0), 63)
+    a = m + (minimum(maximum(e + s + 1074, 0), 2047) << 52)
+    a = select(sig == 0, 0, minimum(a, INF_BITS))
+    return a, sticky | dropped
+
+
+def decode(a, t):
+    """Integer significand and exponent of a format value's binary64 magnitude ``a``.
+
+    The significand is cut to ``t + 1`` bits, exact for values of the format.
+    """
+    ef = a >> 52
+    sig = (a & M52) | select(ef > 0, H52, 0)
+    shift = 52 - t
+    return sig >> shift, maximum(ef, 1) - 1075 + shift
+
+
+def sign_bit(x):
+    return f64_bits(x) < 0
+
+
+def is_snan(x):
+    a = f64_bits(x) & MAG
+    return (a > INF_BITS) & ((a & QUIET) == 0)
+
+
+def is_inf(x):
+    return (f64_bits(x) & MAG) == INF_BITS
+
+
+def flush_input(x, spec):
+    """Operands below the smallest normal read as zero under ``subnormals=False``."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    return select((subnormals == 0) & (abs(x) < minnorm), x * 0.0, x)
+
+
+def infinite_result(neg, spec):
+    """An exact infinity delivered in the format: ±inf, or ±max when saturating, or NaN."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    mag = select(saturate != 0, maxv, select(infinities != 0, INF, NAN))
+    return select(neg, -mag, mag)
+
+
+def zero_sum_sign(neg_x, zero_x, neg_y, zero_y, mode):
+    """Sign of an exact zero sum (IEEE 754 section 6.3)."""
+    same = zero_x & zero_y & (neg_x == neg_y)
+    return select(same, neg_x, mode == DOWN)
+
+
+def signed(neg, v):
+    return select(neg, -v, v)
+
+
+def representable(x, spec):
+    """Whether ``x`` is a value of the format (NaN always is, infinities if it has them)."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    a = f64_bits(x) & MAG
+    sig, e_lsb, q, d, keep, rem = grid(minimum(a, INF_BITS), t, emin)
+    finite_ok = (a < INF_BITS) & (bits_f64(a) <= maxv) & (rem == 0)
+    return finite_ok | (a > INF_BITS) | ((a == INF_BITS) & (infinities != 0))
+
+
+def round_value(x, rnd, spec, want_flags):
+    """``x`` (any float64) rounded to the format: (value, flags)."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    x = flush_input(x, spec)
+    neg = sign_bit(x)
+    a = f64_bits(x) & MAG
+    nan = a > INF_BITS
+    inf = a == INF_BITS
+    v, flags = round_mag(select(nan | inf, 0, a), False, neg, rnd, spec, want_flags)
+    out = select(inf, infinite_result(neg, spec), signed(neg, v))
+    out = select(nan, NAN, out)
+    if want_flags:
+        inf_to_nan = inf & (infinities == 0) & (saturate == 0)
+        flags = select(nan | inf, select(inf_to_nan | is_snan(x), INVALID, 0), flags)
+    return out, flags

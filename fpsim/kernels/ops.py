@@ -1,0 +1,225 @@
+"""The elementwise operations: each computes its exact result as a carrier and rounds it once.
+
+Operands are values of the format (checked before the kernels run). Special
+values follow IEEE 754 sections 6 and 7; signalling NaNs raise INVALID.
+"""
+
+from fpsim.kernels.core import (
+    ABSORBED,
+    DIVBYZERO,
+    INF_BITS,
+    INVALID,
+    MAG,
+    NAN,
+    bitlen,
+    decode,
+    flush_input,
+    infinite_result,
+    is_inf,
+    is_snan,
+    pack,
+    round_mag,
+    sign_bit,
+    signed,
+    zero_sum_sign,
+)
+from fpsim.kernels.prims import f64_bits, f64_i64, fsqrt, i64_f64, minimum, select
+
+NO_EXPONENT = -(1 << 40)
+
+
+def finite_or_zero(x):
+    return select((f64_bits(x) & MAG) < INF_BITS, x, 0.0)
+
+
+def nan_flags(special, invalid, snan, flags):
+    return select(special, select(invalid | snan, INVALID, 0), flags)
+
+
+def two_sum(x, y):
+    """Carrier of x + y for finite binary64 x, y (Knuth's TwoSum is exact without overflow)."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    sa = f64_bits(s) & MAG
+    away = (err != 0) & ((err < 0) != (s < 0))
+    a = select(sa >= INF_BITS, INF_BITS, sa - select(away, 1, 0))
+    return s < 0, a, err != 0
+
+
+def op_add(x, y, rnd, spec, want_flags):
+    """x + y rounded once."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    snan = is_snan(x) | is_snan(y)
+    x = flush_input(x, spec)
+    y = flush_input(y, spec)
+    nan = (x != x) | (y != y)
+    inf_x = is_inf(x)
+    inf_y = is_inf(y)
+    invalid = inf_x & inf_y & (sign_bit(x) != sign_bit(y))
+    fx = finite_or_zero(x)
+    fy = finite_or_zero(y)
+    neg, a, sticky = two_sum(fx, fy)
+    exact_zero = (a == 0) & (sticky == 0)
+    neg_x = sign_bit(fx)
+    neg_y = sign_bit(fy)
+    neg = select(exact_zero, zero_sum_sign(neg_x, fx == 0, neg_y, fy == 0, mode), neg)
+    v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
+    out = signed(neg, v)
+    inf = inf_x | inf_y
+    out = select(inf, infinite_result(select(inf_x, sign_bit(x), sign_bit(y)), spec), out)
+    special = nan | invalid
+    out = select(special, NAN, out)
+    if want_flags:
+        absorbed = (fx != 0) & (fy != 0) & ((out == fx) | (out == fy)) & (inf == 0)
+        flags = nan_flags(special | inf, invalid, snan, flags | select(absorbed, ABSORBED, 0))
+    return out, flags
+
+
+def op_sub(x, y, rnd, spec, want_flags):
+    """x - y rounded once."""
+    return op_add(x, -y, rnd, spec, want_flags)
+
+
+def op_mul(x, y, rnd, spec, want_flags):
+    """x * y rounded once."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    snan = is_snan(x) | is_snan(y)
+    x = flush_input(x, spec)
+    y = flush_input(y, spec)
+    neg = sign_bit(x) != sign_bit(y)
+    nan = (x != x) | (y != y)
+    inf = is_inf(x) | is_inf(y)
+    invalid = (is_inf(x) & (y == 0)) | (is_inf(y) & (x == 0))
+    sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, t)
+    sy, ey = decode(f64_bits(finite_or_zero(y)) & MAG, t)
+    a, sticky = pack(sx * sy, ex + ey, False)
+    v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
+    out = select(inf, infinite_result(neg, spec), signed(neg, v))
+    special = nan | invalid
+    out = select(special, NAN, out)
+    if want_flags:
+        flags = nan_flags(special | inf, invalid, snan, flags)
+    return out, flags
+
+
+def op_div(x, y, rnd, spec, want_flags):
+    """x / y rounded once."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    snan = is_snan(x) | is_snan(y)
+    x = flush_input(x, spec)
+    y = flush_input(y, spec)
+    neg = sign_bit(x) != sign_bit(y)
+    nan = (x != x) | (y != y)
+    inf_x = is_inf(x)
+    inf_y = is_inf(y)
+    invalid = (inf_x & inf_y) | ((x == 0) & (y == 0))
+    by_zero = (y == 0) & (x != 0) & (inf_x == 0)
+    sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, t)
+    sy, ey = decode(f64_bits(select((y == 0) | inf_y, 1.0, y)) & MAG, t)
+    # Quotient of a 62-bit numerator by a significand of at most 30 bits:
+    # at least 32 quotient bits, and the remainder decides the sticky bit.
+    nx = bitlen(sx)
+    num = sx << (62 - nx)
+    quo = num // sy
+    a, sticky = pack(quo, ex - (62 - nx) - ey, (num - quo * sy) != 0)
+    v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
+    out = signed(neg, select(inf_y, 0.0, v))
+    out = select(inf_x | by_zero, infinite_result(neg, spec), out)
+    special = nan | invalid
+    out = select(special, NAN, out)
+    if want_flags:
+        flags = select(inf_y, 0, flags) | select(by_zero, DIVBYZERO, 0)
+        flags = nan_flags(special | inf_x, invalid, snan, flags)
+    return out, flags
+
+
+def op_sqrt(x, rnd, spec, want_flags):
+    """Square root rounded once."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    snan = is_snan(x)
+    x = flush_input(x, spec)
+    nan = x != x
+    invalid = (x < 0) & (x == x)
+    inf = is_inf(x) & (x > 0)
+    sx, ex = decode(f64_bits(select(invalid | inf | nan, 1.0, x)) & MAG, t)
+    # Make the exponent even, then scale to [2**60, 2**62): the root has 31 bits.
+    odd = ex & 1
+    sx = sx << odd
+    ex = ex - odd
+    shift = (62 - bitlen(sx)) & ~1
+    n = sx << shift
+    root = isqrt(n)
+    a, sticky = pack(root, (ex - shift) >> 1, (n - root * root) != 0)
+    v, flags = round_mag(a, sticky, False, rnd, spec, want_flags)
+    out = select(x == 0, x, v)
+    out = select(inf, infinite_result(False, spec), out)
+    special = nan | invalid
+    out = select(special, NAN, out)
+    if want_flags:
+        flags = nan_flags(special | inf, invalid, snan, flags)
+    return out, flags
+
+
+def op_fma(x, y, z, rnd, spec, want_flags):
+    """x * y + z rounded once."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    snan = is_snan(x) | is_snan(y) | is_snan(z)
+    x = flush_input(x, spec)
+    y = flush_input(y, spec)
+    z = flush_input(z, spec)
+    neg_p = sign_bit(x) != sign_bit(y)
+    neg_z = sign_bit(z)
+    nan = (x != x) | (y != y) | (z != z)
+    inf_p = is_inf(x) | is_inf(y)
+    inf_z = is_inf(z)
+    zero_times_inf = (is_inf(x) & (y == 0)) | (is_inf(y) & (x == 0))
+    invalid = zero_times_inf | (inf_p & inf_z & (neg_p != neg_z) & (nan == 0))
+    sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, t)
+    sy, ey = decode(f64_bits(finite_or_zero(y)) & MAG, t)
+    sz, ez = decode(f64_bits(finite_or_zero(z)) & MAG, t)
+    sp = sx * sy
+    ep = ex + ey
+    # Both addends scaled to [2**61, 2**62) so that the sum cannot overflow int64.
+    n_p = bitlen(sp)
+    n_z = bitlen(sz)
+    big_p = sp << (62 - n_p)
+    big_z = sz << (62 - n_z)
+    e_p = select(sp == 0, NO_EXPONENT, ep - (62 - n_p))
+    e_z = select(sz == 0, NO_EXPONENT, ez - (62 - n_z))
+    z_first = (e_z > e_p) | ((e_z == e_p) & (big_z >= big_p))
+    hi = select(z_first, big_z, big_p)
+    lo = select(z_first, big_p, big_z)
+    e_hi = select(z_first, e_z, e_p)
+    shift = minimum(e_hi - select(z_first, e_p, e_z), 63)
+    lo_kept = lo >> shift
+    lost = (lo - (lo_kept << shift)) != 0
+    same = neg_p == neg_z
+    # With bits of the smaller addend lost, floor(|hi - lo|) = hi - lo_kept - 1.
+    mag = select(same, hi + lo_kept, hi - lo_kept - select(lost, 1, 0))
+    a, sticky = pack(mag, e_hi, lost)
+    zero_p = sp == 0
+    zero_z = sz == 0
+    neg = select(z_first, neg_z, neg_p)
+    exact_zero = (a == 0) & (sticky == 0)
+    neg = select(exact_zero, zero_sum_sign(neg_p, zero_p, neg_z, zero_z, mode), neg)
+    v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
+    out = signed(neg, v)
+    inf = inf_p | inf_z
+    out = select(inf, infinite_result(select(inf_p, neg_p, neg_z), spec), out)
+    special = nan | invalid
+    out = select(special, NAN, out)
+    if want_flags:
+        a_p, sticky_p = pack(sp, ep, False)
+        v_p, flags_p = round_mag(a_p, sticky_p, neg_p, rnd, spec, False)
+        absorbed = (zero_p == 0) & (zero_z == 0) & ((out == z) | (out == signed(neg_p, v_p)))
+        flags = flags | select(absorbed & (inf == 0), ABSORBED, 0)
+        flags = nan_flags(special | inf, invalid, snan, flags)
+    return out, flags
+
+
+def isqrt(n):
+    """floor(sqrt(n)) for 0 <= n < 2**62."""
+    r = f64_i64(fsqrt(i64_f64(n)))
+    r = r - select(r * r > n, 1, 0)
+    return r + select((r + 1) * (r + 1) <= n, 1, 0)
