@@ -33,12 +33,30 @@ def _bits_f64(typingctx, u):
     return types.float64(types.int64), codegen
 
 
+@intrinsic
+def _select(typingctx, c, a, b):
+    result = typingctx.unify_types(a, b)
+    if isinstance(result, types.Literal):
+        result = result.literal_type
+    if result is None or not isinstance(result, (types.Integer, types.Float, types.Boolean)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        cond, x, y = args
+        cond = context.cast(builder, cond, signature.args[0], types.boolean)
+        x = context.cast(builder, x, signature.args[1], result)
+        y = context.cast(builder, y, signature.args[2], result)
+        return builder.select(cond, x, y)
+
+    return result(c, a, b), codegen
+
+
 def _jit(func):
-    return numba.njit(cache=True)(func)
+    return numba.njit(cache=True, inline="always")(func)
 
 
 PRIMITIVES = {
-    "select": _jit(lambda c, a, b: a if c else b),
+    "select": _select,
     "maximum": _jit(lambda a, b: max(a, b)),
     "minimum": _jit(lambda a, b: min(a, b)),
     "f64_bits": _f64_bits,
@@ -73,18 +91,20 @@ class Backend:
         self.kernels = instantiate(PRIMITIVES, _jit, suffix=f"_{self.digest}")
         self._loops: dict = {}
 
-    def _loop(self, kernel: str, template, parallel: bool = True):
-        key = (kernel, template.__name__)
+    def _loop(self, kernel: str, template, *, parallel=True, flags=False, stochastic=False):
+        key = (kernel, template.__name__, flags, stochastic)
         if key not in self._loops:
             namespace = dict(vars(numba_loops))
             namespace.update(
                 KERNEL=self.kernels[kernel],
                 ARITY=ARITY.get(kernel, 1),
+                WANT_FLAGS=flags,
+                STOCHASTIC=stochastic,
                 random53=self.kernels["random53"],
             )
             # A distinct qualified name gives each instance its own cache entry.
-            qualname = f"{template.__name__}_{kernel}_{self.digest}"
-            func = clone(template, namespace, qualname)
+            variant = f"{template.__name__}_{kernel}_f{int(flags)}s{int(stochastic)}"
+            func = clone(template, namespace, f"{variant}_{self.digest}")
             self._loops[key] = numba.njit(parallel=parallel, cache=True)(func)
         return self._loops[key]
 
@@ -92,11 +112,11 @@ class Backend:
         x = operands[0]
         y = operands[1] if len(operands) > 1 else x
         z = operands[2] if len(operands) > 2 else x
-        want_flags = flags is not None
-        self._loop(kernel, numba_loops.loop)(
-            x, y, z, out, flags if want_flags else _EMPTY_FLAGS,
-            np.uint64(0 if key is None else key), spec, want_flags,
-        )
+        loop = self._loop(kernel, numba_loops.loop, flags=flags is not None,
+                          stochastic=key is not None)
+        loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
+             np.uint64(0 if key is None else key), spec)
 
     def first_unrepresentable(self, x, spec) -> int:
-        return int(self._loop("representable", numba_loops.first_unrepresentable, False)(x, spec))
+        loop = self._loop("representable", numba_loops.first_unrepresentable, parallel=False)
+        return int(loop(x, spec))

@@ -1,34 +1,33 @@
-"""The parallel loop of the Numba backend, instantiated once per kernel.
+"""The loops of the Numba backend, instantiated once per kernel and variant.
 
-``KERNEL``, ``ARITY`` and ``random53`` are bound per instance (see
-``numba_backend``); Numba prunes the arity branches that do not apply.
+``KERNEL``, ``ARITY``, ``WANT_FLAGS``, ``STOCHASTIC`` and ``random53`` are
+bound per instance (see ``numba_backend``), so that Numba prunes the branches
+that do not apply and LLVM vectorises what is left.
 """
 
 from numba import prange
 
 KERNEL = None
 ARITY = 0
-STOCHASTIC = 6
+WANT_FLAGS = False
+STOCHASTIC = False
 
 
 def random53(key, index):
     raise NotImplementedError("bound per instance")
 
 
-def loop(x, y, z, out, flags, key, spec, want_flags):
-    stochastic = spec[7] == STOCHASTIC
+def loop(x, y, z, out, flags, key, spec):
     for i in prange(out.size):
-        rnd = 0
-        if stochastic:
-            rnd = random53(key, i)
+        rnd = random53(key, i) if STOCHASTIC else 0
         if ARITY == 1:
-            value, flag = KERNEL(float(x[i]), rnd, spec, want_flags)
+            value, flag = KERNEL(float(x[i]), rnd, spec, WANT_FLAGS)
         elif ARITY == 2:
-            value, flag = KERNEL(float(x[i]), float(y[i]), rnd, spec, want_flags)
+            value, flag = KERNEL(float(x[i]), float(y[i]), rnd, spec, WANT_FLAGS)
         else:
-            value, flag = KERNEL(float(x[i]), float(y[i]), float(z[i]), rnd, spec, want_flags)
+            value, flag = KERNEL(float(x[i]), float(y[i]), float(z[i]), rnd, spec, WANT_FLAGS)
         out[i] = value
-        if want_flags:
+        if WANT_FLAGS:
             flags[i] = flag
 
 

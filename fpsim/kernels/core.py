@@ -38,35 +38,33 @@ INF = np.inf
 NAN = np.nan
 
 
-def pow2(q):
-    """2.0**q for -1074 <= q <= 1023, exactly."""
+def pow2_bits(q):
+    """The binary64 encoding of 2.0**q, for -1074 <= q <= 1023."""
     normal = maximum(q + 1023, 0) << 52
     sub = 1 << minimum(maximum(q + 1074, 0), 62)
-    return bits_f64(select(q >= -1022, normal, sub))
+    return select(q >= -1022, normal, sub)
 
 
 def grid(a, t, emin):
     """Split the binary64 magnitude ``a`` at the format's last place.
 
-    Returns ``(sig, e_lsb, q, d, keep, rem)``: |a| = sig * 2**e_lsb, the format's
-    spacing there is 2**q (subnormal grid below ``emin``), ``d = q - e_lsb`` bits
-    fall below it, ``keep`` is the truncated significand in units of 2**q and
-    ``rem`` the bits below. ``d`` is clamped at 62, which leaves ``keep = 0``
-    and ``rem = sig`` for every d >= 53.
+    Returns ``(sig, d, rem)``: the integer significand of ``a`` (implicit bit
+    included), the number ``d`` of its low bits that fall below the format's
+    last place there (on the subnormal grid below ``emin``), and those bits
+    (``rem = sig`` for every d >= 53).
     """
     ef = a >> 52
     sig = (a & M52) | select(ef > 0, H52, 0)
-    e_lsb = maximum(ef, 1) - 1075
-    q = maximum(e_lsb + 52 - t, emin - t)
-    d = minimum(q - e_lsb, 62)
-    keep = sig >> d
-    rem = sig - (keep << d)
-    return sig, e_lsb, q, d, keep, rem
+    d = 52 - t + maximum(emin + 1023 - maximum(ef, 1), 0)
+    return sig, d, sig & ((1 << minimum(d, 62)) - 1)
 
 
-def increment(keep, rem, d, sticky, neg, rnd, mode, rbits):
-    """Whether the magnitude ``keep`` moves up by one unit (every mode but odd)."""
-    half = (1 << d) >> 1
+def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
+    """Whether the truncated magnitude moves up one unit (every mode but odd).
+
+    ``odd``: the truncated magnitude is an odd multiple of the unit.
+    """
+    half = (1 << minimum(d, 62)) >> 1
     # d = 0 happens only for exact inputs (sticky clear): nothing to round.
     tie = (rem == half) & (d > 0)
     above = (rem > half) | (tie & sticky)
@@ -78,7 +76,7 @@ def increment(keep, rem, d, sticky, neg, rnd, mode, rbits):
     sr = (rnd >> (53 - r)) < g
     return select(
         mode == NEAREST_EVEN,
-        above | (tie & ((keep & 1) == 1)),
+        above | (tie & odd),
         select(
             mode == NEAREST_AWAY,
             above | tie,
@@ -111,11 +109,18 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
     float64 >= 0, or +inf, or NaN (overflow in a finite-style format).
     """
     t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
-    sig, e_lsb, q, d, keep, rem = grid(a, t, emin)
+    sig, d, rem = grid(a, t, emin)
+    # The result is built in the binary64 encoding: truncating is clearing the
+    # low d bits, one unit up is adding 2**d (a carry moves into the exponent).
+    # Below the smallest subnormal (d > 52) the candidates are 0 and 2**(emin-t).
+    on_grid = d <= 52
+    keep = select(on_grid, a - rem, 0)
+    unit = select(on_grid, 1 << minimum(d, 52), pow2_bits(emin - t))
+    odd = select(d == 52, True, on_grid & (((a >> minimum(d, 52)) & 1) == 1))
     inexact = (rem != 0) | sticky
-    inc = increment(keep, rem, d, sticky, neg, rnd, mode, rbits)
-    k = select(mode == ODD, keep | inexact, keep + inc)
-    v = i64_f64(k) * pow2(q)
+    inc = increment(odd, rem, d, sticky, neg, rnd, mode, rbits)
+    up = select(mode == ODD, inexact & (odd == 0), inc)
+    v = bits_f64(keep + select(up, unit, 0))
     over = v > maxv
     v = select(over, overflow_value(neg, spec), v)
     flush = (subnormals == 0) & (v < minnorm) & ((a != 0) | sticky)
@@ -125,10 +130,12 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
         # Tininess after rounding (IEEE 754 section 7.5): round to the
         # precision with an unbounded exponent; only values in
         # [2**(emin-1), 2**emin) can reach 2**emin that way.
+        e_lsb = maximum(a >> 52, 1) - 1075
         e_top = select(a >= H52, (a >> 52) - 1023, select(a >= (H52 >> 1), -1023, -1024))
         du = minimum(maximum(e_top - t - e_lsb, 0), 62)
         keep_u = sig >> du
-        inc_u = increment(keep_u, sig - (keep_u << du), du, sticky, neg, rnd, mode, rbits)
+        odd_u = (keep_u & 1) == 1
+        inc_u = increment(odd_u, sig - (keep_u << du), du, sticky, neg, rnd, mode, rbits)
         reaches = (e_top == emin - 1) & (keep_u + inc_u == (1 << (t + 1)))
         tiny = (e_top < emin) & (reaches == 0) & ((a != 0) | sticky)
         flags = (
@@ -212,7 +219,7 @@ def representable(x, spec):
     """Whether ``x`` is a value of the format (NaN always is, infinities if it has them)."""
     t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     a = f64_bits(x) & MAG
-    sig, e_lsb, q, d, keep, rem = grid(minimum(a, INF_BITS), t, emin)
+    sig, d, rem = grid(minimum(a, INF_BITS), t, emin)
     finite_ok = (a < INF_BITS) & (bits_f64(a) <= maxv) & (rem == 0)
     return finite_ok | (a > INF_BITS) | ((a == INF_BITS) & (infinities != 0))
 

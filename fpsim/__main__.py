@@ -1,0 +1,3 @@
+from fpsim.cli import main
+
+raise SystemExit(main())
