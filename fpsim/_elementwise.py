@@ -74,31 +74,37 @@ def elementwise(
     arrays = {name: as_float_array(x, name) for name, x in operands.items()}
     shape = broadcast(arrays)
     backend = get_backend()
-    if arithmetic:
-        for name, arr in arrays.items():
-            flat = flat_operand(arr, arr.shape)
-            bad = backend.first_unrepresentable(flat, spec)
-            if bad >= 0:
-                where = np.unravel_index(bad, arr.shape) if arr.ndim else ()
-                raise ValueError(
-                    f"operand {name}={flat[bad]!r} (at index {tuple(int(i) for i in where)}) "
-                    f"is not representable in {fmt.name}; round it first with fpsim.round"
-                )
     dtype = np.result_type(*arrays.values(), fmt.dtype)
     work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
     out = np.empty(shape, dtype=work)
     flag_out = np.zeros(shape, dtype=np.uint8) if flags else None
     key = stream_key(seed) if spec[7] == STOCHASTIC else None
-    backend.apply(
+    bad = backend.apply(
         kernel,
         [flat_operand(a, shape) for a in arrays.values()],
         out.reshape(-1),
         None if flag_out is None else flag_out.reshape(-1),
         spec,
         key,
+        check=arithmetic,
     )
+    if bad:
+        _raise_unrepresentable(backend, arrays, spec, fmt)
     result = out.astype(dtype, copy=False)
     if all(a.ndim == 0 for a in arrays.values()):
         result = result[()]
         flag_out = None if flag_out is None else flag_out[()]
     return (result, flag_out) if flags else result
+
+
+def _raise_unrepresentable(backend, arrays: dict, spec: tuple, fmt: Format) -> None:
+    for name, arr in arrays.items():
+        flat = flat_operand(arr, arr.shape)
+        bad = backend.first_unrepresentable(flat, spec)
+        if bad >= 0:
+            where = tuple(int(i) for i in np.unravel_index(bad, arr.shape)) if arr.ndim else ()
+            raise ValueError(
+                f"operand {name}={flat[bad]!r} (at index {where}) is not representable "
+                f"in {fmt.name}; round it first with fpsim.round"
+            )
+    raise AssertionError("an operand was reported unrepresentable but none was found")

@@ -28,9 +28,11 @@ class Backend:
     def __init__(self) -> None:
         self.kernels = instantiate(PRIMITIVES)
 
-    def apply(self, kernel, operands, out, flags, spec, key) -> None:
+    def apply(self, kernel, operands, out, flags, spec, key, check=False) -> int:
         func = self.kernels[kernel]
+        representable = self.kernels["representable"]
         want_flags = flags is not None
+        bad = 0
         with np.errstate(all="ignore"):
             for start in range(0, out.size, CHUNK):
                 stop = min(out.size, start + CHUNK)
@@ -43,6 +45,10 @@ class Backend:
                 out[start:stop] = value
                 if want_flags:
                     flags[start:stop] = flag
+                if check:
+                    ok = np.logical_and.reduce([representable(a, spec) for a in args])
+                    bad += int(np.count_nonzero(~ok))
+        return bad
 
     def first_unrepresentable(self, x, spec) -> int:
         with np.errstate(all="ignore"):
