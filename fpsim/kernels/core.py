@@ -219,8 +219,11 @@ def representable(x, spec):
     """Whether ``x`` is a value of the format (NaN always is, infinities if it has them)."""
     t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     a = f64_bits(x) & MAG
-    sig, d, rem = grid(minimum(a, INF_BITS), t, emin)
-    finite_ok = (a < INF_BITS) & (bits_f64(a) <= maxv) & (rem == 0)
+    # The bits below the format's last place must be clear; below the smallest
+    # subnormal (d >= 53) that leaves only zero.
+    d = 52 - t + maximum(emin + 1023 - maximum(a >> 52, 1), 0)
+    on_grid = (a & ((1 << minimum(d, 62)) - 1)) == 0
+    finite_ok = on_grid & (a <= f64_bits(maxv))
     return finite_ok | (a > INF_BITS) | ((a == INF_BITS) & (infinities != 0))
 
 

@@ -11,6 +11,7 @@ from fpsim.kernels.core import (
     INVALID,
     MAG,
     NAN,
+    OVERFLOW,
     bitlen,
     decode,
     flush_input,
@@ -34,6 +35,11 @@ def finite_or_zero(x):
 
 def nan_flags(special, invalid, snan, flags):
     return select(special, select(invalid | snan, INVALID, 0), flags)
+
+
+def absorbed_flag(absorbed, flags):
+    """ABSORBED, unless the result overflowed (then the operand did have an effect)."""
+    return select(absorbed & ((flags & OVERFLOW) == 0), ABSORBED, 0)
 
 
 def two_sum(x, y):
@@ -71,8 +77,8 @@ def op_add(x, y, rnd, spec, want_flags):
     special = nan | invalid
     out = select(special, NAN, out)
     if want_flags:
-        absorbed = (fx != 0) & (fy != 0) & ((out == fx) | (out == fy)) & (inf == 0)
-        flags = nan_flags(special | inf, invalid, snan, flags | select(absorbed, ABSORBED, 0))
+        absorbed = (fx != 0) & (fy != 0) & ((out == fx) | (out == fy))
+        flags = nan_flags(special | inf, invalid, snan, flags | absorbed_flag(absorbed, flags))
     return out, flags
 
 
@@ -213,7 +219,7 @@ def op_fma(x, y, z, rnd, spec, want_flags):
         a_p, sticky_p = pack(sp, ep, False)
         v_p, flags_p = round_mag(a_p, sticky_p, neg_p, rnd, spec, False)
         absorbed = (zero_p == 0) & (zero_z == 0) & ((out == z) | (out == signed(neg_p, v_p)))
-        flags = flags | select(absorbed & (inf == 0), ABSORBED, 0)
+        flags = flags | absorbed_flag(absorbed, flags)
         flags = nan_flags(special | inf, invalid, snan, flags)
     return out, flags
 
