@@ -36,6 +36,11 @@ FORMATS = {
     "fp8_e4m3": PRESETS["fp8_e4m3"],
     "e6m9": Fmt(6, 9),
     "e3m4": Fmt(3, 4),
+    # Wide exponent or precision: products are not exact in binary64, so the
+    # implementation takes its integer path for mul and fma.
+    "e11m20": Fmt(11, 20),
+    "e10m12": Fmt(10, 12),
+    "e3m28": Fmt(3, 28),
 }
 ARITY = {"add": 2, "sub": 2, "mul": 2, "div": 2, "sqrt": 1, "fma": 3}
 

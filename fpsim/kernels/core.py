@@ -120,9 +120,10 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
     inexact = (rem != 0) | sticky
     inc = increment(odd, rem, d, sticky, neg, rnd, mode, rbits)
     up = select(mode == ODD, inexact & (odd == 0), inc)
-    v = bits_f64(keep + select(up, unit, 0))
-    over = v > maxv
-    v = select(over, overflow_value(neg, spec), v)
+    rounded = keep + select(up, unit, 0)
+    # Compared as encodings: a carrier at +inf (|v| >= 2**1024) may step past it.
+    over = rounded > f64_bits(maxv)
+    v = select(over, overflow_value(neg, spec), bits_f64(rounded))
     flush = (subnormals == 0) & (v < minnorm) & ((a != 0) | sticky)
     v = select(flush, 0.0, v)
     flags = 0
@@ -163,9 +164,10 @@ def pack(sig, e, sticky):
     kept = sig >> right
     dropped = (sig - (kept << right)) != 0
     m = kept << minimum(maximum(-s, 0), 63)
-    a = m + (minimum(maximum(e + s + 1074, 0), 2047) << 52)
-    a = select(sig == 0, 0, minimum(a, INF_BITS))
-    return a, sticky | dropped
+    # A normal m (implicit bit 2**52) carries one into the exponent field.
+    field = e + s + 1074
+    a = select(field >= 2046, INF_BITS, m + (minimum(maximum(field, 0), 2046) << 52))
+    return select(sig == 0, 0, a), sticky | dropped
 
 
 def decode(a, t):

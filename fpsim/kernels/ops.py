@@ -37,6 +37,49 @@ def nan_flags(special, invalid, snan, flags):
     return select(special, select(invalid | snan, INVALID, 0), flags)
 
 
+def products_exact(spec):
+    """Whether every product of two format values is exact in binary64 (no over/underflow)."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    return (t <= 25) & (emin - t >= -511) & (maxv < 2.0**511)
+
+
+def product(x, y, spec):
+    """Carrier ``(a, sticky)`` of |x * y| for finite format values x, y."""
+    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+    if products_exact(spec):
+        return f64_bits(abs(x * y)), False
+    sx, ex = decode(f64_bits(x) & MAG, t)
+    sy, ey = decode(f64_bits(y) & MAG, t)
+    return pack(sx * sy, ex + ey, False)
+
+
+def fma_integer(x, y, z, neg_p, neg_z, t):
+    """Carrier ``(neg, a, sticky)`` of x*y + z from integer significands (any format)."""
+    sx, ex = decode(f64_bits(x) & MAG, t)
+    sy, ey = decode(f64_bits(y) & MAG, t)
+    sz, ez = decode(f64_bits(z) & MAG, t)
+    sp = sx * sy
+    ep = ex + ey
+    # Both addends scaled to [2**61, 2**62) so that the sum cannot overflow int64.
+    n_p = bitlen(sp)
+    n_z = bitlen(sz)
+    big_p = sp << (62 - n_p)
+    big_z = sz << (62 - n_z)
+    e_p = select(sp == 0, NO_EXPONENT, ep - (62 - n_p))
+    e_z = select(sz == 0, NO_EXPONENT, ez - (62 - n_z))
+    z_first = (e_z > e_p) | ((e_z == e_p) & (big_z >= big_p))
+    hi = select(z_first, big_z, big_p)
+    lo = select(z_first, big_p, big_z)
+    e_hi = select(z_first, e_z, e_p)
+    shift = minimum(e_hi - select(z_first, e_p, e_z), 63)
+    lo_kept = lo >> shift
+    lost = (lo - (lo_kept << shift)) != 0
+    # With bits of the smaller addend lost, floor(|hi - lo|) = hi - lo_kept - 1.
+    mag = select(neg_p == neg_z, hi + lo_kept, hi - lo_kept - select(lost, 1, 0))
+    a, sticky = pack(mag, e_hi, lost)
+    return select(z_first, neg_z, neg_p), a, sticky
+
+
 def absorbed_flag(absorbed, flags):
     """ABSORBED, unless the result overflowed (then the operand did have an effect)."""
     return select(absorbed & ((flags & OVERFLOW) == 0), ABSORBED, 0)
@@ -97,9 +140,7 @@ def op_mul(x, y, rnd, spec, want_flags):
     nan = (x != x) | (y != y)
     inf = is_inf(x) | is_inf(y)
     invalid = (is_inf(x) & (y == 0)) | (is_inf(y) & (x == 0))
-    sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, t)
-    sy, ey = decode(f64_bits(finite_or_zero(y)) & MAG, t)
-    a, sticky = pack(sx * sy, ex + ey, False)
+    a, sticky = product(finite_or_zero(x), finite_or_zero(y), spec)
     v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
     out = select(inf, infinite_result(neg, spec), signed(neg, v))
     special = nan | invalid
@@ -181,32 +222,16 @@ def op_fma(x, y, z, rnd, spec, want_flags):
     inf_z = is_inf(z)
     zero_times_inf = (is_inf(x) & (y == 0)) | (is_inf(y) & (x == 0))
     invalid = zero_times_inf | (inf_p & inf_z & (neg_p != neg_z) & (nan == 0))
-    sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, t)
-    sy, ey = decode(f64_bits(finite_or_zero(y)) & MAG, t)
-    sz, ez = decode(f64_bits(finite_or_zero(z)) & MAG, t)
-    sp = sx * sy
-    ep = ex + ey
-    # Both addends scaled to [2**61, 2**62) so that the sum cannot overflow int64.
-    n_p = bitlen(sp)
-    n_z = bitlen(sz)
-    big_p = sp << (62 - n_p)
-    big_z = sz << (62 - n_z)
-    e_p = select(sp == 0, NO_EXPONENT, ep - (62 - n_p))
-    e_z = select(sz == 0, NO_EXPONENT, ez - (62 - n_z))
-    z_first = (e_z > e_p) | ((e_z == e_p) & (big_z >= big_p))
-    hi = select(z_first, big_z, big_p)
-    lo = select(z_first, big_p, big_z)
-    e_hi = select(z_first, e_z, e_p)
-    shift = minimum(e_hi - select(z_first, e_p, e_z), 63)
-    lo_kept = lo >> shift
-    lost = (lo - (lo_kept << shift)) != 0
-    same = neg_p == neg_z
-    # With bits of the smaller addend lost, floor(|hi - lo|) = hi - lo_kept - 1.
-    mag = select(same, hi + lo_kept, hi - lo_kept - select(lost, 1, 0))
-    a, sticky = pack(mag, e_hi, lost)
-    zero_p = sp == 0
-    zero_z = sz == 0
-    neg = select(z_first, neg_z, neg_p)
+    fx = finite_or_zero(x)
+    fy = finite_or_zero(y)
+    fz = finite_or_zero(z)
+    zero_p = (fx == 0) | (fy == 0)
+    zero_z = fz == 0
+    if products_exact(spec):
+        # a*b is a binary64 number: the sum is TwoSum's, as in add.
+        neg, a, sticky = two_sum(fx * fy, fz)
+    else:
+        neg, a, sticky = fma_integer(fx, fy, fz, neg_p, neg_z, t)
     exact_zero = (a == 0) & (sticky == 0)
     neg = select(exact_zero, zero_sum_sign(neg_p, zero_p, neg_z, zero_z, mode), neg)
     v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
@@ -216,7 +241,7 @@ def op_fma(x, y, z, rnd, spec, want_flags):
     special = nan | invalid
     out = select(special, NAN, out)
     if want_flags:
-        a_p, sticky_p = pack(sp, ep, False)
+        a_p, sticky_p = product(fx, fy, spec)
         v_p, flags_p = round_mag(a_p, sticky_p, neg_p, rnd, spec, False)
         absorbed = (zero_p == 0) & (zero_z == 0) & ((out == z) | (out == signed(neg_p, v_p)))
         flags = flags | absorbed_flag(absorbed, flags)
