@@ -29,6 +29,7 @@ from reference import (
     ref_sub,
     same_bits,
 )
+from testfloat import ROUNDINGS
 
 FP16, FP32, E4M3, E5M2 = PRESETS["fp16"], PRESETS["fp32"], PRESETS["fp8_e4m3"], PRESETS["fp8_e5m2"]
 
@@ -240,14 +241,7 @@ def test_custom_format_geometry():
 
 # --- Berkeley TestFloat conformance vectors -------------------------------------------------
 
-TF_MODES = {
-    "near_even": "nearest_even",
-    "near_maxMag": "nearest_away",
-    "minMag": "toward_zero",
-    "min": "down",
-    "max": "up",
-    "odd": "odd",
-}
+TF_MODES = ROUNDINGS
 TF_FMT = {"f16": FP16, "f32": FP32, "f64": Fmt(11, 52), "bf16": PRESETS["bf16"]}
 
 

@@ -12,22 +12,9 @@ Format parameters travel as the tuple ``spec``:
 
 import numpy as np
 
+from fpsim.flags import INEXACT, INVALID, OVERFLOW, UNDERFLOW
 from fpsim.kernels.prims import bits_f64, f64_bits, i64_f64, maximum, minimum, select
-
-NEAREST_EVEN = 0
-NEAREST_AWAY = 1
-TOWARD_ZERO = 2
-UP = 3
-DOWN = 4
-ODD = 5
-STOCHASTIC = 6
-
-INEXACT = 1
-UNDERFLOW = 2
-OVERFLOW = 4
-DIVBYZERO = 8
-INVALID = 16
-ABSORBED = 32
+from fpsim.modes import DOWN, NEAREST_AWAY, NEAREST_EVEN, ODD, STOCHASTIC, UP
 
 MAG = 0x7FFFFFFFFFFFFFFF
 INF_BITS = 0x7FF0000000000000

@@ -4,14 +4,11 @@ Operands are values of the format (checked before the kernels run). Special
 values follow IEEE 754 sections 6 and 7; signalling NaNs raise INVALID.
 """
 
+from fpsim.flags import ABSORBED, DIVBYZERO, INVALID, OVERFLOW
 from fpsim.kernels.core import (
-    ABSORBED,
-    DIVBYZERO,
     INF_BITS,
-    INVALID,
     MAG,
     NAN,
-    OVERFLOW,
     bitlen,
     decode,
     flush_input,
@@ -130,14 +127,17 @@ def op_sub(x, y, rnd, spec, want_flags):
     return op_add(x, -y, rnd, spec, want_flags)
 
 
-def op_mul(x, y, rnd, spec, want_flags):
-    """x * y rounded once."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
+def product_operands(x, y, spec):
+    """Operands of mul and div as read (see ``flush_input``), and what they say of the result."""
     snan = is_snan(x) | is_snan(y)
     x = flush_input(x, spec)
     y = flush_input(y, spec)
-    neg = sign_bit(x) != sign_bit(y)
-    nan = (x != x) | (y != y)
+    return x, y, snan, sign_bit(x) != sign_bit(y), (x != x) | (y != y)
+
+
+def op_mul(x, y, rnd, spec, want_flags):
+    """x * y rounded once."""
+    x, y, snan, neg, nan = product_operands(x, y, spec)
     inf = is_inf(x) | is_inf(y)
     invalid = (is_inf(x) & (y == 0)) | (is_inf(y) & (x == 0))
     a, sticky = product(finite_or_zero(x), finite_or_zero(y), spec)
@@ -153,11 +153,7 @@ def op_mul(x, y, rnd, spec, want_flags):
 def op_div(x, y, rnd, spec, want_flags):
     """x / y rounded once."""
     t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
-    snan = is_snan(x) | is_snan(y)
-    x = flush_input(x, spec)
-    y = flush_input(y, spec)
-    neg = sign_bit(x) != sign_bit(y)
-    nan = (x != x) | (y != y)
+    x, y, snan, neg, nan = product_operands(x, y, spec)
     inf_x = is_inf(x)
     inf_y = is_inf(y)
     invalid = (inf_x & inf_y) | ((x == 0) & (y == 0))
