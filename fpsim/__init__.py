@@ -5,6 +5,7 @@ Formats (``Format``, ``format``), rounding (``round``), encodings
 IEEE flags, on the ``numpy`` (reference) or ``numba`` (CPU) backend.
 """
 
+from fpsim.accumulation import AccumulationStats, conv2d, dot, matmul, sum
 from fpsim.arithmetic import add, div, fma, mul, sqrt, sub
 from fpsim.backends import backend, get_backend_name, set_backend
 from fpsim.bits import from_bits, to_bits
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ABSORBED", "DIVBYZERO", "INEXACT", "INVALID", "OVERFLOW", "PRESETS", "ROUNDING_MODES",
-    "UNDERFLOW", "Format", "add", "backend", "div", "fma", "format", "from_bits",
-    "get_backend_name", "mul", "round", "set_backend", "sqrt", "sub", "to_bits",
+    "UNDERFLOW", "AccumulationStats", "Format", "add", "backend", "conv2d", "div", "dot", "fma",
+    "format", "from_bits", "get_backend_name", "matmul", "mul", "round", "set_backend", "sqrt",
+    "sub", "sum", "to_bits",
 ]

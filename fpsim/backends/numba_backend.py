@@ -14,6 +14,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from fpsim.accumulation.schedule import pairwise_program, stack_depth
 from fpsim.backends import numba_loops
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 
@@ -80,6 +81,7 @@ ARITY = {
 }
 
 _EMPTY_FLAGS = np.zeros(0, dtype=np.uint8)
+KERNELS_IN_LOOPS = ("random53", "representable", "round_value", "op_add")
 
 # Arrays at least this long run in a loop compiled for their exact format and
 # mode (constants folded: about twice as fast); compiled once, cached on disk.
@@ -101,8 +103,8 @@ class Backend:
         if key not in self._loops:
             namespace = dict(vars(numba_loops))
             namespace.update(
-                random53=self.kernels["random53"],
-                representable=self.kernels["representable"],
+                {name: self.kernels[name] for name in KERNELS_IN_LOOPS},
+                count_flags=_jit(numba_loops.count_flags),
                 **binding,
             )
             kernel = binding.get("KERNEL", "")
@@ -131,3 +133,18 @@ class Backend:
 
     def first_unrepresentable(self, x, spec) -> int:
         return int(self._loop(numba_loops.first_unrepresentable, parallel=False)(x, spec))
+
+    def accumulate(self, A, B, C, out, spec, key, order, rounded, has_c, want_stats):
+        counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
+        binding = dict(WANT_FLAGS=want_stats, STOCHASTIC=key is not None, ROUNDED=rounded,
+                       SPEC=spec if out.size * max(A.shape[1], 1) >= SPECIALISE_FROM else None)
+        key = np.uint64(0 if key is None else key)
+        if order == "pairwise":
+            k_len = A.shape[1]
+            loop = self._loop(numba_loops.accumulate_pairwise, **binding)
+            loop(A, B, C, out, counts, key, spec, pairwise_program(k_len), stack_depth(k_len),
+                 has_c)
+        else:
+            loop = self._loop(numba_loops.accumulate_sequential, **binding)
+            loop(A, B, C, out, counts, key, spec)
+        return counts.sum(axis=0)

@@ -1,15 +1,18 @@
 """The loops of the Numba backend, instantiated once per kernel and variant.
 
-``KERNEL``, ``ARITY``, ``WANT_FLAGS``, ``STOCHASTIC``, ``CHECK``, ``SPEC`` and
-``random53``/``representable`` are bound per instance (see ``numba_backend``),
+``KERNEL``, ``ARITY``, ``WANT_FLAGS``, ``STOCHASTIC``, ``CHECK``, ``ROUNDED``,
+``SPEC`` and the kernels (``random53``, ``representable``, ``round_value``,
+``op_add``) are bound per instance (see ``numba_backend``),
 so that Numba prunes the branches that do not apply and LLVM vectorises the
 rest. ``SPEC`` is None in the generic instance and the format's tuple in one
 specialised to a format (its constants fold into the code).
 """
 
+import numpy as np
 from numba import prange
 
 KERNEL = None
+ROUNDED = False
 ARITY = 0
 WANT_FLAGS = False
 STOCHASTIC = False
@@ -22,6 +25,14 @@ def random53(key, index):
 
 
 def representable(x, spec):
+    raise NotImplementedError("bound per instance")
+
+
+def round_value(x, rnd, spec, want_flags):
+    raise NotImplementedError("bound per instance")
+
+
+def op_add(x, y, rnd, spec, want_flags):
     raise NotImplementedError("bound per instance")
 
 
@@ -61,3 +72,77 @@ def first_unrepresentable(x, spec):
         if not representable(float(x[i]), spec):
             return i
     return -1
+
+
+def count_flags(counts, row, flag):
+    """Add one rounded addition with flags ``flag`` to ``counts[row]`` (see accumulation.stats)."""
+    counts[row, 0] += 1
+    counts[row, 1] += (flag & 1) != 0
+    counts[row, 2] += (flag & 32) != 0
+    counts[row, 3] += (flag & 2) != 0
+    counts[row, 4] += (flag & 4) != 0
+
+
+def accumulate_sequential(A, B, C, out, counts, key, spec_in):
+    spec = spec_in if SPEC is None else SPEC
+    rows, k_len = A.shape
+    n = B.shape[2]
+    per_group = rows // B.shape[0]
+    stride = 2 * k_len + 1
+    for r in prange(rows):
+        g = r // per_group
+        for j in range(n):
+            out[r, j] = C[r, j]
+        for k in range(k_len):
+            a = float(A[r, k])
+            for j in range(n):
+                p = a * float(B[g, k, j])
+                base = (r * n + j) * stride + 2 * k
+                if ROUNDED:
+                    rnd = random53(key, base) if STOCHASTIC else 0
+                    p, unused = round_value(p, rnd, spec, False)
+                value, flag = op_add(
+                    out[r, j], p, random53(key, base + 1) if STOCHASTIC else 0, spec, WANT_FLAGS
+                )
+                out[r, j] = value
+                if WANT_FLAGS:
+                    count_flags(counts, r, flag)
+
+
+def accumulate_pairwise(A, B, C, out, counts, key, spec_in, program, depth, has_c):
+    spec = spec_in if SPEC is None else SPEC
+    rows, k_len = A.shape
+    n = B.shape[2]
+    per_group = rows // B.shape[0]
+    stride = 2 * k_len + 1
+    for r in prange(rows):
+        g = r // per_group
+        stack = np.empty((depth, n))
+        top = 0
+        adds = 0
+        for op in program:
+            if op >= 0:
+                a = float(A[r, op])
+                for j in range(n):
+                    rnd = random53(key, (r * n + j) * stride + 2 * op) if STOCHASTIC else 0
+                    value, unused = round_value(a * float(B[g, op, j]), rnd, spec, False)
+                    stack[top, j] = value
+                top += 1
+            else:
+                for j in range(n):
+                    rnd = random53(key, (r * n + j) * stride + 2 * adds + 1) if STOCHASTIC else 0
+                    value, flag = op_add(stack[top - 2, j], stack[top - 1, j], rnd, spec,
+                                         WANT_FLAGS)
+                    stack[top - 2, j] = value
+                    if WANT_FLAGS:
+                        count_flags(counts, r, flag)
+                top -= 1
+                adds += 1
+        for j in range(n):
+            total = stack[0, j] if k_len > 0 else C[r, j]
+            if has_c and k_len > 0:
+                rnd = random53(key, (r * n + j) * stride + 2 * k_len) if STOCHASTIC else 0
+                total, flag = op_add(total, C[r, j], rnd, spec, WANT_FLAGS)
+                if WANT_FLAGS:
+                    count_flags(counts, r, flag)
+            out[r, j] = total

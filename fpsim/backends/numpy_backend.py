@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim.accumulation.schedule import pairwise_program
+from fpsim.accumulation.stats import FIELDS, FLAG_OF_FIELD
 from fpsim.backends._instantiate import instantiate
 
 CHUNK = 1 << 16
@@ -60,3 +62,55 @@ class Backend:
                 if bad.size:
                     return start + int(bad[0])
         return -1
+
+    def accumulate(self, A, B, C, out, spec, key, order, rounded, has_c, want_stats):
+        k = self.kernels
+        rows, k_len = A.shape
+        groups, _, n = B.shape
+        a = np.asarray(A, dtype=np.float64).reshape(groups, rows // groups, k_len)
+        b = np.asarray(B, dtype=np.float64)
+        stride = 2 * k_len + 1
+        base = np.arange(rows * n, dtype=np.int64).reshape(a.shape[:2] + (n,)) * stride
+        counts = np.zeros(5, dtype=np.int64)
+
+        def rnd(r):
+            return 0 if key is None else k["random53"](np.uint64(key), base + r)
+
+        def add(x, y, r):
+            value, flag = k["op_add"](x, y, rnd(r), spec, want_stats)
+            if want_stats:
+                counts[:] += count_flags(flag)
+            return value
+
+        def term(i, r):
+            p = a[:, :, i, None] * b[:, None, i, :]
+            return k["round_value"](p, rnd(r), spec, False)[0] if rounded else p
+
+        c = np.asarray(C, dtype=np.float64).reshape(base.shape)
+        with np.errstate(all="ignore"):
+            if order == "pairwise":
+                stack, adds = [], 0
+                for op in pairwise_program(k_len):
+                    if op >= 0:
+                        stack.append(term(op, 2 * op))
+                    else:
+                        right = stack.pop()
+                        stack.append(add(stack.pop(), right, 2 * adds + 1))
+                        adds += 1
+                total = stack[0] if k_len else c
+                if has_c and k_len:
+                    total = add(total, c, 2 * k_len)
+            else:
+                total = c
+                for i in range(k_len):
+                    total = add(total, term(i, 2 * i), 2 * i + 1)
+        out[...] = np.asarray(total).reshape(out.shape)
+        return counts
+
+
+def count_flags(flags) -> np.ndarray:
+    """Counters of ``accumulation.stats.FIELDS`` for one array of addition flags."""
+    flags = np.asarray(flags)
+    return np.array(
+        [flags.size] + [np.count_nonzero(flags & FLAG_OF_FIELD[f]) for f in FIELDS[1:]]
+    )

@@ -1,0 +1,187 @@
+"""Matrix products and dot products with an emulated accumulator (see docs/accumulation.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fpsim._elementwise import make_spec, stream_key
+from fpsim._inputs import as_float_array
+from fpsim.accumulation.stats import AccumulationStats
+from fpsim.backends import get_backend
+from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
+from fpsim.modes import STOCHASTIC
+
+ORDERS = ("sequential", "pairwise", "any")
+PRODUCTS = ("exact", "rounded")
+
+
+def check_float32_values(x: np.ndarray, name: str) -> None:
+    """Products of float32 values are exact in binary64; refuse anything else."""
+    if x.dtype in (np.float16, np.float32):
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad = ~((x.astype(np.float32) == x) | np.isnan(x))
+    if bad.any():
+        where = tuple(int(i) for i in np.unravel_index(np.argmax(bad), x.shape))
+        raise ValueError(
+            f"{name}[{where}]={x[where]!r} is not a float32 value; the inputs of an "
+            f"accumulation must be float32 values (fp32, tf32, bf16, fp16, fp8) so that "
+            f"their products are exact"
+        )
+
+
+def accumulation_spec(accum, rounding, subnormals, saturate, random_bits) -> tuple[Format, tuple]:
+    fmt = as_format(accum)
+    if fmt.man_bits > MAX_ARITH_MAN_BITS:
+        raise ValueError(
+            f"accumulators need man_bits <= {MAX_ARITH_MAN_BITS}; {fmt.name} has {fmt.man_bits}"
+        )
+    return fmt, make_spec(fmt, rounding, subnormals, saturate, random_bits)
+
+
+def initial(c, shape: tuple[int, ...], fmt: Format, spec: tuple) -> np.ndarray:
+    """The initial accumulator: ``c`` broadcast to ``shape`` (values of ``fmt``), or +0."""
+    if c is None:
+        return np.zeros(shape)
+    arr = as_float_array(c, "c")
+    try:
+        flat = np.ascontiguousarray(np.broadcast_to(arr, shape), dtype=np.float64)
+    except ValueError:
+        raise ValueError(f"c of shape {arr.shape} does not broadcast to {shape}") from None
+    bad = get_backend().first_unrepresentable(flat.reshape(-1), spec)
+    if bad >= 0:
+        raise ValueError(
+            f"c={flat.reshape(-1)[bad]!r} (flat index {bad}) is not a value of the "
+            f"accumulator format {fmt.name}"
+        )
+    return flat
+
+
+def accumulate(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    accum,
+    rounding: str,
+    order: str,
+    products: str,
+    out,
+    c,
+    subnormals: bool,
+    saturate: bool,
+    seed,
+    random_bits,
+    stats: bool,
+):
+    """Sum over k of a[..., m, k] * b[..., k, n]: checks, layout and the backend call.
+
+    The inputs' values are not checked here (``matmul`` and ``sum`` check what
+    their semantics need).
+    """
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; known orders: {', '.join(ORDERS)}")
+    if products not in PRODUCTS:
+        raise ValueError(f"unknown products {products!r}; known: {', '.join(PRODUCTS)}")
+    fmt, spec = accumulation_spec(accum, rounding, subnormals, saturate, random_bits)
+    out_fmt = None if out is None else as_format(out)
+    m, k_len = a.shape[-2:]
+    n = b.shape[-1]
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
+        ) from None
+    shape = batch + (m, n)
+    c0 = initial(c, shape, fmt, spec)
+    dtype = np.result_type(a, b, (out_fmt or fmt).dtype)
+    blas = (
+        order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
+        and subnormals and not saturate and not stats
+    )
+    if blas:
+        with np.errstate(all="ignore"):
+            result = np.matmul(a.astype(np.float32), b.astype(np.float32))
+            if c is not None:
+                result = result + c0.astype(np.float32)
+        counts = np.zeros(5, dtype=np.int64)
+    else:
+        groups = math.prod(b.shape[:-2]) if b.shape[:-2] == batch else 1
+        rows = math.prod(batch) * m
+        a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len))).reshape(rows, k_len)
+        b3 = np.ascontiguousarray(
+            np.broadcast_to(b, batch + (k_len, n)) if groups > 1 else b.reshape(-1, k_len, n)[:1]
+        ).reshape(groups, k_len, n)
+        result = np.empty((rows, n))
+        key = stream_key(seed) if spec[7] == STOCHASTIC else None
+        counts = get_backend().accumulate(
+            a2, b3, c0.reshape(rows, n), result, spec, key,
+            "pairwise" if order == "pairwise" else "sequential",
+            products == "rounded", c is not None, stats,
+        )
+        result = result.reshape(shape)
+    if out_fmt is not None:
+        from fpsim.rounding import round as round_to
+
+        result = round_to(np.asarray(result, dtype=np.float64), out_fmt)
+    result = np.asarray(result).astype(dtype, copy=False)
+    return (result, AccumulationStats.from_counts(counts)) if stats else result
+
+
+def matmul(
+    A,
+    B,
+    *,
+    accum: Format | str = "fp32",
+    rounding: str = "nearest_even",
+    order: str = "sequential",
+    products: str = "exact",
+    out: Format | str | None = None,
+    c=None,
+    model=None,
+    subnormals: bool = True,
+    saturate: bool = False,
+    seed: int | None = None,
+    random_bits: int | None = None,
+    stats: bool = False,
+):
+    """A @ B with every addition rounded to ``accum`` (or a hardware block-FMA ``model``).
+
+    A is (..., M, K), B (..., K, N); see docs/accumulation.md. With
+    ``stats=True`` returns ``(result, AccumulationStats)``.
+    """
+    a = as_float_array(A, "A")
+    b = as_float_array(B, "B")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(
+            f"matmul needs arrays of at least 2 dimensions, got A {a.shape} and B {b.shape} "
+            "(use fpsim.dot for vectors)"
+        )
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"inner dimensions differ: A {a.shape} and B {b.shape}")
+    check_float32_values(a, "A")
+    check_float32_values(b, "B")
+    if model is not None:
+        from fpsim.hw import block_matmul
+
+        return block_matmul(a, b, model, c=c, out=out, stats=stats)
+    return accumulate(
+        a, b, accum=accum, rounding=rounding, order=order, products=products, out=out, c=c,
+        subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits, stats=stats,
+    )
+
+
+def dot(a, b, **options):
+    """The dot product of 1-D ``a`` and ``b``: ``matmul(a[None, :], b[:, None])[0, 0]``."""
+    x = as_float_array(a, "a")
+    y = as_float_array(b, "b")
+    if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"dot needs two 1-D arrays of equal length, got {x.shape} and {y.shape}")
+    if "c" in options and options["c"] is not None:
+        options["c"] = np.reshape(as_float_array(options["c"], "c"), (1, 1))
+    result = matmul(x[None, :], y[:, None], **options)
+    if options.get("stats"):
+        return result[0][0, 0], result[1]
+    return result[0, 0]
