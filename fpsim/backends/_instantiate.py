@@ -6,9 +6,9 @@ import hashlib
 import types
 from collections.abc import Callable
 
-from fpsim.kernels import core, ops, prims, random
+from fpsim.kernels import blockfma, core, ops, prims, random
 
-KERNEL_MODULES = (core, random, ops)
+KERNEL_MODULES = (core, random, ops, blockfma)
 
 
 def clone(func: types.FunctionType, namespace: dict, qualname: str | None = None):

@@ -81,7 +81,10 @@ ARITY = {
 }
 
 _EMPTY_FLAGS = np.zeros(0, dtype=np.uint8)
-KERNELS_IN_LOOPS = ("random53", "representable", "round_value", "op_add")
+KERNELS_IN_LOOPS = (
+    "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
+    "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
+)
 
 # Arrays at least this long run in a loop compiled for their exact format and
 # mode (constants folded: about twice as fast); compiled once, cached on disk.
@@ -147,4 +150,10 @@ class Backend:
         else:
             loop = self._loop(numba_loops.accumulate_sequential, **binding)
             loop(A, B, C, out, counts, key, spec)
+        return counts.sum(axis=0)
+
+    def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
+        counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
+        loop = self._loop(numba_loops.accumulate_blocks, WANT_FLAGS=want_stats)
+        loop(A, B, C, out, counts, hw, out_spec, block)
         return counts.sum(axis=0)

@@ -36,6 +36,10 @@ def op_add(x, y, rnd, spec, want_flags):
     raise NotImplementedError("bound per instance")
 
 
+finite_or_zero = is_nonfinite = hw_c_exponent = hw_product = hw_c_term = op_add
+hw_term = hw_finish = hw_result = op_add
+
+
 def loop(x, y, z, out, flags, key, spec_in):
     spec = spec_in if SPEC is None else SPEC
     bad = 0
@@ -146,3 +150,50 @@ def accumulate_pairwise(A, B, C, out, counts, key, spec_in, program, depth, has_
                 if WANT_FLAGS:
                     count_flags(counts, r, flag)
             out[r, j] = total
+
+
+def accumulate_blocks(A, B, C, out, counts, hw, out_spec, block):
+    rows, k_len = A.shape
+    n = B.shape[2]
+    per_group = rows // B.shape[0]
+    for r in prange(rows):
+        g = r // per_group
+        align = np.empty(n, dtype=np.int64)
+        total = np.empty(n, dtype=np.int64)
+        naive = np.empty(n)
+        bad = np.empty(n, dtype=np.bool_)
+        for j in range(n):
+            out[r, j] = C[r, j]
+        for k0 in range(0, k_len, block):
+            k1 = min(k_len, k0 + block)
+            for j in range(n):
+                c = out[r, j]
+                align[j] = hw_c_exponent(finite_or_zero(c), hw)
+                naive[j] = c
+                bad[j] = is_nonfinite(c)
+            for k in range(k0, k1):
+                a = float(A[r, k])
+                for j in range(n):
+                    b = float(B[g, k, j])
+                    p, e_top, e_lsb = hw_product(finite_or_zero(a), finite_or_zero(b), hw)
+                    align[j] = max(align[j], e_top)
+                    naive[j] += a * b
+                    bad[j] = bad[j] | is_nonfinite(a) | is_nonfinite(b)
+            vanished = 0
+            for j in range(n):
+                term, lost = hw_c_term(finite_or_zero(out[r, j]), align[j], hw)
+                total[j] = term
+                vanished += lost
+            for k in range(k0, k1):
+                a = finite_or_zero(float(A[r, k]))
+                for j in range(n):
+                    term, lost = hw_term(a, finite_or_zero(float(B[g, k, j])), align[j], hw)
+                    total[j] += term
+                    vanished += lost
+            for j in range(n):
+                value, flag = hw_finish(total[j], align[j], hw, out_spec, WANT_FLAGS)
+                out[r, j] = hw_result(value, naive[j], bad[j])
+                if WANT_FLAGS:
+                    count_flags(counts, r, flag)
+            if WANT_FLAGS:
+                counts[r, 2] += vanished

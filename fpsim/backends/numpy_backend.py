@@ -108,6 +108,41 @@ class Backend:
         return counts
 
 
+    def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
+        k = self.kernels
+        rows, k_len = A.shape
+        groups, _, n = B.shape
+        a = np.asarray(A, dtype=np.float64).reshape(groups, rows // groups, k_len)
+        b = np.asarray(B, dtype=np.float64)
+        c = np.asarray(C, dtype=np.float64).reshape(groups, rows // groups, n)
+        counts = np.zeros(5, dtype=np.int64)
+        fz = k["finite_or_zero"]
+        with np.errstate(all="ignore"):
+            for k0 in range(0, k_len, block):
+                cols = range(k0, min(k_len, k0 + block))
+                pairs = [(a[:, :, i, None], b[:, None, i, :]) for i in cols]
+                align = k["hw_c_exponent"](fz(c), hw)
+                naive = c.copy()
+                bad = k["is_nonfinite"](c)
+                for x, y in pairs:
+                    align = np.maximum(align, k["hw_product"](fz(x), fz(y), hw)[1])
+                    naive = naive + x * y
+                    bad = bad | k["is_nonfinite"](x) | k["is_nonfinite"](y)
+                total, vanished = k["hw_c_term"](fz(c), align, hw)
+                vanished = np.count_nonzero(vanished)
+                for x, y in pairs:
+                    term, lost = k["hw_term"](fz(x), fz(y), align, hw)
+                    total = total + term
+                    vanished += np.count_nonzero(lost)
+                value, flag = k["hw_finish"](total, align, hw, out_spec, want_stats)
+                c = k["hw_result"](value, naive, bad)
+                if want_stats:
+                    counts += count_flags(flag)
+                    counts[2] += vanished
+        out[...] = c.reshape(out.shape)
+        return counts
+
+
 def count_flags(flags) -> np.ndarray:
     """Counters of ``accumulation.stats.FIELDS`` for one array of addition flags."""
     flags = np.asarray(flags)

@@ -9,6 +9,7 @@ from fpsim.kernels.core import (
     INF_BITS,
     MAG,
     NAN,
+    NO_EXPONENT,
     bitlen,
     decode,
     flush_input,
@@ -22,8 +23,6 @@ from fpsim.kernels.core import (
     zero_sum_sign,
 )
 from fpsim.kernels.prims import f64_bits, f64_i64, fsqrt, i64_f64, minimum, select
-
-NO_EXPONENT = -(1 << 40)
 
 
 def finite_or_zero(x):

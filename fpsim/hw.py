@@ -1,0 +1,117 @@
+"""Hardware block fused multiply-add models of NVIDIA tensor cores.
+
+A ``BlockFMA`` describes how one matrix-multiply instruction adds a block of
+products to an accumulator; ``docs/hardware-models.md`` gives each preset's
+parameters and sources, ``docs/accumulation.md`` the algorithm.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from fpsim._elementwise import make_spec
+from fpsim.accumulation.matmul import initial
+from fpsim.accumulation.stats import AccumulationStats
+from fpsim.backends import get_backend
+from fpsim.formats import Format, as_format
+from fpsim.kernels.core import NO_EXPONENT
+
+OUTPUT_ROUNDINGS = ("toward_zero", "nearest_even")
+
+
+@dataclass(frozen=True)
+class BlockFMA:
+    """One instruction's block FMA: ``block`` products plus the accumulator per step.
+
+    ``frac_bits``: fraction bits kept below the alignment exponent (terms are
+    cut toward zero to that grid); ``exp_floor``: lower bound of the alignment
+    exponent (None: none); ``input``/``output``: formats; ``output_rounding``:
+    how the block's exact sum is rounded to the output.
+    """
+
+    name: str
+    block: int
+    frac_bits: int
+    exp_floor: int | None
+    input: str = "fp16"
+    output: str = "fp32"
+    output_rounding: str = "toward_zero"
+
+    def __post_init__(self) -> None:
+        if self.block < 1 or not 1 <= self.frac_bits <= 40:
+            raise ValueError(f"block must be >= 1 and frac_bits in 1..40, got {self}")
+        if self.output_rounding not in OUTPUT_ROUNDINGS:
+            raise ValueError(f"output_rounding must be one of {OUTPUT_ROUNDINGS}")
+        for fmt in (self.input, self.output):
+            as_format(fmt)
+
+    def with_input(self, fmt: Format | str) -> BlockFMA:
+        """The same model reading inputs of another format (e.g. ``"bf16"``)."""
+        name = as_format(fmt).name
+        return replace(self, input=name, name=f"{self.name.split('/')[0]}/{name}")
+
+    def params(self) -> tuple:
+        """The kernels' ``hw`` tuple."""
+        fin, fout = as_format(self.input), as_format(self.output)
+        floor = NO_EXPONENT if self.exp_floor is None else self.exp_floor
+        return (fin.man_bits, fin.emin, fout.man_bits, fout.emin, self.frac_bits, floor)
+
+
+# Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
+# Mikaitis, "Accurate models of NVIDIA tensor cores" (2025): see docs/hardware-models.md.
+V100 = BlockFMA("V100", block=4, frac_bits=23, exp_floor=None)
+A100 = BlockFMA("A100", block=8, frac_bits=24, exp_floor=-132)
+H100 = BlockFMA("H100", block=16, frac_bits=25, exp_floor=-133)
+B200 = BlockFMA("B200", block=16, frac_bits=25, exp_floor=-133)
+A100_BF16 = A100.with_input("bf16")
+H100_BF16 = H100.with_input("bf16")
+B200_BF16 = B200.with_input("bf16")
+PRESETS = {m.name: m for m in (V100, A100, H100, B200, A100_BF16, H100_BF16, B200_BF16)}
+
+
+def block_matmul(a: np.ndarray, b: np.ndarray, model: BlockFMA, *, c=None, out=None,
+                 stats: bool = False):
+    """A @ B as the hardware computes it with ``model`` (see ``fpsim.matmul(model=...)``)."""
+    if not isinstance(model, BlockFMA):
+        raise ValueError(f"model must be a fpsim.hw.BlockFMA, got {model!r}")
+    fin, fout = as_format(model.input), as_format(model.output)
+    backend = get_backend()
+    in_spec = make_spec(fin, "nearest_even", True, False, None)
+    for name, x in (("A", a), ("B", b)):
+        flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+        bad = backend.first_unrepresentable(flat, in_spec)
+        if bad >= 0:
+            raise ValueError(
+                f"{name} holds {flat[bad]!r}, not a value of the model's input format "
+                f"{fin.name} ({model.name})"
+            )
+    out_spec = make_spec(fout, model.output_rounding, True, False, None)
+    m, k_len = a.shape[-2:]
+    n = b.shape[-1]
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"batch dimensions do not broadcast: {a.shape} and {b.shape}") from None
+    shape = batch + (m, n)
+    c0 = initial(c, shape, fout, out_spec)
+    groups = math.prod(b.shape[:-2]) if b.shape[:-2] == batch else 1
+    rows = math.prod(batch) * m
+    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len))).reshape(rows, k_len)
+    b3 = np.ascontiguousarray(
+        np.broadcast_to(b, batch + (k_len, n)) if groups > 1 else b.reshape(-1, k_len, n)[:1]
+    ).reshape(groups, k_len, n)
+    result = np.empty((rows, n))
+    counts = backend.accumulate_blocks(
+        a2, b3, c0.reshape(rows, n), result, model.params(), out_spec, model.block, stats
+    )
+    result = result.reshape(shape)
+    if out is not None:
+        from fpsim.rounding import round as round_to
+
+        result = round_to(result, out)
+    dtype = np.result_type(a, b, (as_format(out) if out is not None else fout).dtype)
+    result = np.asarray(result).astype(dtype, copy=False)
+    return (result, AccumulationStats.from_counts(counts)) if stats else result

@@ -1,0 +1,87 @@
+"""Hardware block fused multiply-add (tensor cores), after Fasi et al. (2021) and
+Khattak and Mikaitis (2025); the steps are in docs/accumulation.md.
+
+``hw`` is the tuple ``(t_in, emin_in, t_out, emin_out, frac_bits, exp_floor)``;
+``exp_floor`` is ``NO_EXPONENT`` for no floor.
+"""
+
+from fpsim.kernels.core import (
+    MAG,
+    NAN,
+    NO_EXPONENT,
+    decode,
+    is_inf,
+    pack,
+    round_mag,
+    signed,
+)
+from fpsim.kernels.prims import f64_bits, maximum, minimum, select
+
+
+def hw_decode(x, t, emin):
+    """``(S, e)`` with |x| = S * 2**(e - t) and e = max(floor(log2|x|), emin).
+
+    Subnormals keep the exponent emin and a significand below 2**t, as the
+    hardware reads them. ``x`` must be a finite value of the format.
+    """
+    sig, e_lsb = decode(f64_bits(x) & MAG, t)
+    e = maximum(e_lsb + t, emin)
+    return sig >> minimum(e - (e_lsb + t), 63), e
+
+
+def hw_product(x, y, hw):
+    """Integer product, the exponent of its leading position, and whether it is nonzero."""
+    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
+    sx, ex = hw_decode(x, t_in, emin_in)
+    sy, ey = hw_decode(y, t_in, emin_in)
+    p = sx * sy
+    return p, select(p == 0, NO_EXPONENT, ex + ey), ex + ey - 2 * t_in
+
+
+def hw_c_exponent(c, hw):
+    """The alignment exponent that the accumulator input contributes (and the floor)."""
+    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
+    sc, ec = hw_decode(c, t_out, emin_out)
+    return maximum(select(sc == 0, NO_EXPONENT, ec), exp_floor)
+
+
+def hw_truncate(mag, e_lsb, e_align, frac_bits):
+    """floor(mag * 2**e_lsb / 2**(e_align - frac_bits)): a term cut to the block's grid."""
+    shift = e_lsb - (e_align - frac_bits)
+    return select(shift >= 0, mag << minimum(maximum(shift, 0), 62),
+                  mag >> minimum(maximum(-shift, 0), 63))
+
+
+def hw_term(x, y, e_align, hw):
+    """The product x*y cut to the block's grid, signed, and whether a nonzero one vanished."""
+    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
+    p, e_top, e_lsb = hw_product(x, y, hw)
+    cut = hw_truncate(p, e_lsb, e_align, frac_bits)
+    neg = (f64_bits(x) < 0) != (f64_bits(y) < 0)
+    return select(neg, -cut, cut), (p != 0) & (cut == 0)
+
+
+def hw_c_term(c, e_align, hw):
+    """The accumulator input cut to the block's grid, signed, and whether it vanished."""
+    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
+    sc, ec = hw_decode(c, t_out, emin_out)
+    cut = hw_truncate(sc, ec - t_out, e_align, frac_bits)
+    return select(f64_bits(c) < 0, -cut, cut), (sc != 0) & (cut == 0)
+
+
+def hw_finish(total, e_align, hw, out_spec, want_flags):
+    """The block's exact sum ``total * 2**(e_align - frac_bits)`` rounded once to the output."""
+    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
+    neg = total < 0
+    a, sticky = pack(abs(total), e_align - frac_bits, False)
+    v, flags = round_mag(a, sticky, neg, 0, out_spec, want_flags)
+    return signed(neg, v), flags
+
+
+def hw_result(value, naive, nonfinite):
+    """A block with an infinite or NaN input gives the IEEE result of its naive sum."""
+    return select(nonfinite, select(naive != naive, NAN, naive), value)
+
+
+def is_nonfinite(x):
+    return (x != x) | is_inf(x)
