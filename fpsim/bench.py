@@ -1,8 +1,10 @@
-"""Throughput benchmark of the arithmetic core: ``python -m fpsim.bench``.
+"""Benchmarks: ``python -m fpsim.bench [elementwise|matmul]`` (both by default).
 
-Prints million elements per second of ``round`` in every mode and of add,
-mul and fma, beside the same run's ``np.copyto`` and float16 round-trip cast,
-as ratios. Medians over repeats; the machine is shared and noisy.
+elementwise: million elements per second of ``round`` in every mode and of
+add, mul and fma, beside the same run's ``np.copyto`` and float16 round-trip
+cast, as ratios. matmul: emulated matrix products beside float32
+``np.matmul`` of the same shape, as time ratios. Medians over repeats, timed
+in pairs with their reference; the machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -75,17 +77,52 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba") -> list[t
     return rows
 
 
+def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> list[tuple]:
+    """Rows of (what, size, seconds, time ratio to float32 np.matmul)."""
+    from fpsim import hw
+
+    rows = []
+    for n in sizes:
+        rng = np.random.default_rng(n)
+        a = fpsim.round(rng.standard_normal((n, n)), "fp16").astype(np.float32)
+        b = fpsim.round(rng.standard_normal((n, n)), "fp16").astype(np.float32)
+        blas = partial(np.matmul, a, b)
+        cases = (
+            ("np.matmul float32", blas),
+            ("fp16 accum, sequential", partial(fpsim.matmul, a, b, accum="fp16")),
+            ("fp32 accum, order=any", partial(fpsim.matmul, a, b, accum="fp32", order="any")),
+            ("H100 block-FMA model", partial(fpsim.matmul, a, b, model=hw.H100)),
+        )
+        with fpsim.backend(backend):
+            for what, func in cases:
+                func()
+                seconds, ratio = measure(func, blas, repeats)
+                rows.append((what, n, seconds, 1 / ratio))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
+    parser.add_argument("which", nargs="?", default="all",
+                        choices=["all", "elementwise", "matmul"])
     parser.add_argument("-n", type=int, default=10_000_000, help="elements (default 10M)")
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
+    parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
     parser.add_argument("--backend", default="numba", choices=["numpy", "numba"])
     args = parser.parse_args(argv)
-    print(f"fpsim {fpsim.__version__}, backend {args.backend}, n={args.n:,} float32, "
-          f"median of {args.repeats}; ratio: throughput / np.copyto's, timed in pairs")
-    print(f"{'operation':24} {'format':9} {'M elem/s':>10} {'x copy':>8}")
-    for what, fmt, rate, ratio in run(args.n, args.repeats, args.backend):
-        print(f"{what:24} {fmt:9} {rate:10.1f} {ratio:8.3f}")
+    print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
+          "each timed in pairs with its reference")
+    if args.which in ("all", "elementwise"):
+        print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / np.copyto's")
+        print(f"{'operation':24} {'format':9} {'M elem/s':>10} {'x copy':>8}")
+        for what, fmt, rate, ratio in run(args.n, args.repeats, args.backend):
+            print(f"{what:24} {fmt:9} {rate:10.1f} {ratio:8.3f}")
+    if args.which in ("all", "matmul"):
+        sizes = tuple(int(v) for v in args.sizes.split(","))
+        print("\nmatmul n x n x n, fp16-valued float32 inputs; ratio: time / np.matmul's")
+        print(f"{'product':26} {'n':>5} {'seconds':>9} {'x BLAS':>8}")
+        for what, n, seconds, ratio in run_matmul(sizes, min(args.repeats, 3), args.backend):
+            print(f"{what:26} {n:5d} {seconds:9.4f} {ratio:8.1f}")
     return 0
 
 

@@ -273,3 +273,11 @@ def test_bench_runs_small():
     names = {r[0] for r in rows}
     assert {"np.copyto", "round nearest_even", "add", "mul", "fma"} <= names
     assert all(r[2] > 0 for r in rows)
+
+
+def test_matmul_bench_runs_small():
+    from fpsim.bench import run_matmul
+
+    rows = run_matmul(sizes=(8,), repeats=1, backend="numpy")
+    assert [r[0] for r in rows][0] == "np.matmul float32" and len(rows) == 4
+    assert all(r[2] > 0 and r[3] > 0 for r in rows)
