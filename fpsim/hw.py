@@ -7,13 +7,12 @@ parameters and sources, ``docs/accumulation.md`` the algorithm.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from fpsim._elementwise import make_spec
-from fpsim.accumulation.matmul import initial
+from fpsim.accumulation.matmul import initial, layout
 from fpsim.accumulation.stats import AccumulationStats
 from fpsim.backends import get_backend
 from fpsim.formats import Format, as_format
@@ -89,20 +88,9 @@ def block_matmul(a: np.ndarray, b: np.ndarray, model: BlockFMA, *, c=None, out=N
                 f"{fin.name} ({model.name})"
             )
     out_spec = make_spec(fout, model.output_rounding, True, False, None)
-    m, k_len = a.shape[-2:]
-    n = b.shape[-1]
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(f"batch dimensions do not broadcast: {a.shape} and {b.shape}") from None
-    shape = batch + (m, n)
+    shape, a2, b3 = layout(a, b)
     c0 = initial(c, shape, fout, out_spec)
-    groups = math.prod(b.shape[:-2]) if b.shape[:-2] == batch else 1
-    rows = math.prod(batch) * m
-    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len))).reshape(rows, k_len)
-    b3 = np.ascontiguousarray(
-        np.broadcast_to(b, batch + (k_len, n)) if groups > 1 else b.reshape(-1, k_len, n)[:1]
-    ).reshape(groups, k_len, n)
+    rows, n = a2.shape[0], b3.shape[2]
     result = np.empty((rows, n))
     counts = backend.accumulate_blocks(
         a2, b3, c0.reshape(rows, n), result, model.params(), out_spec, model.block, stats

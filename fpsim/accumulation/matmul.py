@@ -59,6 +59,28 @@ def initial(c, shape: tuple[int, ...], fmt: Format, spec: tuple) -> np.ndarray:
     return flat
 
 
+def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
+
+    Row r of a pairs with b[r // (rows // groups)]; b is not copied when only a is batched.
+    """
+    m, k_len = a.shape[-2:]
+    n = b.shape[-1]
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
+        ) from None
+    groups = math.prod(b.shape[:-2]) if b.shape[:-2] == batch else 1
+    rows = math.prod(batch) * m
+    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len))).reshape(rows, k_len)
+    b3 = np.ascontiguousarray(
+        np.broadcast_to(b, batch + (k_len, n)) if groups > 1 else b.reshape(-1, k_len, n)[:1]
+    ).reshape(groups, k_len, n)
+    return batch + (m, n), a2, b3
+
+
 def accumulate(
     a: np.ndarray,
     b: np.ndarray,
@@ -86,15 +108,7 @@ def accumulate(
         raise ValueError(f"unknown products {products!r}; known: {', '.join(PRODUCTS)}")
     fmt, spec = accumulation_spec(accum, rounding, subnormals, saturate, random_bits)
     out_fmt = None if out is None else as_format(out)
-    m, k_len = a.shape[-2:]
-    n = b.shape[-1]
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
-        ) from None
-    shape = batch + (m, n)
+    shape, a2, b3 = layout(a, b)
     c0 = initial(c, shape, fmt, spec)
     dtype = np.result_type(a, b, (out_fmt or fmt).dtype)
     blas = (
@@ -108,12 +122,7 @@ def accumulate(
                 result = result + c0.astype(np.float32)
         counts = np.zeros(5, dtype=np.int64)
     else:
-        groups = math.prod(b.shape[:-2]) if b.shape[:-2] == batch else 1
-        rows = math.prod(batch) * m
-        a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len))).reshape(rows, k_len)
-        b3 = np.ascontiguousarray(
-            np.broadcast_to(b, batch + (k_len, n)) if groups > 1 else b.reshape(-1, k_len, n)[:1]
-        ).reshape(groups, k_len, n)
+        rows, n = a2.shape[0], b3.shape[2]
         result = np.empty((rows, n))
         key = stream_key(seed) if spec[7] == STOCHASTIC else None
         counts = get_backend().accumulate(
