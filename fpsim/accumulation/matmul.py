@@ -62,7 +62,7 @@ def initial(c, shape: tuple[int, ...], fmt: Format, spec: tuple) -> np.ndarray:
 def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
 
-    Row r of a pairs with b[r // (rows // groups)]; b is not copied when only a is batched.
+    Row r of a pairs with b[r // (rows // groups)]; b is not copied when it is one matrix.
     """
     m, k_len = a.shape[-2:]
     n = b.shape[-1]
@@ -72,11 +72,12 @@ def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, n
         raise ValueError(
             f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
         ) from None
-    groups = math.prod(b.shape[:-2]) if b.shape[:-2] == batch else 1
+    single = math.prod(b.shape[:-2]) == 1
+    groups = 1 if single else math.prod(batch)
     rows = math.prod(batch) * m
     a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len))).reshape(rows, k_len)
     b3 = np.ascontiguousarray(
-        np.broadcast_to(b, batch + (k_len, n)) if groups > 1 else b.reshape(-1, k_len, n)[:1]
+        b.reshape(1, k_len, n) if single else np.broadcast_to(b, batch + (k_len, n))
     ).reshape(groups, k_len, n)
     return batch + (m, n), a2, b3
 
