@@ -5,6 +5,7 @@ Formats (``Format``, ``format``), rounding (``round``), encodings
 IEEE flags, on the ``numpy`` (reference) or ``numba`` (CPU) backend.
 """
 
+from fpsim import hw
 from fpsim.accumulation import AccumulationStats, conv2d, dot, matmul, sum
 from fpsim.arithmetic import add, div, fma, mul, sqrt, sub
 from fpsim.backends import backend, get_backend_name, set_backend
@@ -21,6 +22,6 @@ __version__ = "0.1.0"
 __all__ = [
     "ABSORBED", "DIVBYZERO", "INEXACT", "INVALID", "OVERFLOW", "PRESETS", "ROUNDING_MODES",
     "UNDERFLOW", "AccumulationStats", "Format", "add", "backend", "conv2d", "div", "dot", "fma",
-    "format", "from_bits", "get_backend_name", "matmul", "mul", "round", "set_backend", "sqrt",
-    "sub", "sum", "to_bits",
+    "format", "from_bits", "get_backend_name", "hw", "matmul", "mul", "round", "set_backend",
+    "sqrt", "sub", "sum", "to_bits",
 ]

@@ -121,8 +121,9 @@ def ref_matmul(
     K2, N = B.shape[-2:]
     if K != K2:
         raise ValueError("inner dimensions differ")
-    A = np.broadcast_to(A, batch + (M, K)).reshape(-1, M, K)
-    B = np.broadcast_to(B, batch + (K, N)).reshape(-1, K, N)
+    nb = int(np.prod(batch, dtype=np.int64))
+    A = np.broadcast_to(A, batch + (M, K)).reshape(nb, M, K)
+    B = np.broadcast_to(B, batch + (K, N)).reshape(nb, K, N)
     shape = batch + (M, N)
     cs = None if c is None else np.broadcast_to(np.asarray(c, np.float64), shape).reshape(-1)
     st = RefStats()
@@ -258,8 +259,9 @@ def ref_block_fma(A, B, c=None, model_params=None, *, in_fmt=None):
     batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     M, K = A.shape[-2:]
     N = B.shape[-1]
-    A = np.broadcast_to(A, batch + (M, K)).reshape(-1, M, K)
-    B = np.broadcast_to(B, batch + (K, N)).reshape(-1, K, N)
+    nb = int(np.prod(batch, dtype=np.int64))
+    A = np.broadcast_to(A, batch + (M, K)).reshape(nb, M, K)
+    B = np.broadcast_to(B, batch + (K, N)).reshape(nb, K, N)
     shape = batch + (M, N)
     cs = np.zeros(shape) if c is None else np.broadcast_to(np.asarray(c, np.float64), shape)
     cs = cs.reshape(-1).tolist()

@@ -408,14 +408,15 @@ def test_stats_absorbed_and_overflow(backend_name):
 
 
 def test_stats_underflow(backend_name):
-    a = np.array([[2.0**-14, -(2.0**-14) * 1.5]])
-    b = np.array([[2.0**-3], [2.0**-4]])
+    """2**-13 - (1 + 2**-6 + 2**-16) * 2**-14 is tiny and inexact in fp16: UNDERFLOW."""
+    a = np.array([[1.0, -(1 + 2.0**-6 + 2.0**-16)]])
+    b = np.array([[2.0**-13], [2.0**-14]])
     for subnormals in (True, False):
         r, s = fpsim.matmul(a, b, accum="fp16", stats=True, subnormals=subnormals)
         e, rs = ref_matmul(a, b, accum="fp16", stats=True, subnormals=subnormals)
         check(r, e, f"underflow subnormals={subnormals}")
+        assert rs.underflow == 1 and rs.inexact == 1
         assert stats_tuple(s) == rs.as_tuple()
-        assert s.underflow >= 1
 
 
 # --- stochastic rounding -------------------------------------------------------------------

@@ -63,7 +63,10 @@ def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, n
     """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
 
     Row r of a pairs with b[r // (rows // groups)]; b is not copied when it is one matrix.
+    float16 arrays become float32 (exactly), which every backend reads.
     """
+    a = a.astype(np.float32) if a.dtype == np.float16 else a
+    b = b.astype(np.float32) if b.dtype == np.float16 else b
     m, k_len = a.shape[-2:]
     n = b.shape[-1]
     try:

@@ -82,7 +82,7 @@ class Backend:
                 counts[:] += count_flags(flag)
             return value
 
-        def term(i, r):
+        def term(i, r, rounded):
             p = a[:, :, i, None] * b[:, None, i, :]
             return k["round_value"](p, rnd(r), spec, False)[0] if rounded else p
 
@@ -92,7 +92,8 @@ class Backend:
                 stack, adds = [], 0
                 for op in pairwise_program(k_len):
                     if op >= 0:
-                        stack.append(term(op, 2 * op))
+                        # A pairwise tree sums terms rounded to the accumulator.
+                        stack.append(term(op, 2 * op, True))
                     else:
                         right = stack.pop()
                         stack.append(add(stack.pop(), right, 2 * adds + 1))
@@ -103,7 +104,7 @@ class Backend:
             else:
                 total = c
                 for i in range(k_len):
-                    total = add(total, term(i, 2 * i), 2 * i + 1)
+                    total = add(total, term(i, 2 * i, rounded), 2 * i + 1)
         out[...] = np.asarray(total).reshape(out.shape)
         return counts
 

@@ -1,0 +1,246 @@
+"""Hardware block-FMA models (fpsim.hw) against the exact reference and published cases.
+
+Sources of the corner cases (see ../shared/notes/tensor-cores.md):
+[FHMP21] Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor
+         cores", PeerJ Comput. Sci. 7:e330, 2021.
+[KM25]   Khattak and Mikaitis, "Accurate models of NVIDIA tensor cores", 2025.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from accumulation_reference import ref_block_fma
+from reference import as_fmt, same_bits
+
+import fpsim
+import fpsim.hw
+
+PRESET_TABLE = {  # tensor-cores.md: products per block, F, exponent floor
+    "V100": (4, 23, None),
+    "A100": (8, 24, -132),
+    "H100": (16, 25, -133),
+    "B200": (16, 25, -133),
+}
+PRESETS = list(PRESET_TABLE)
+
+
+def model(name, input_fmt="fp16", **changes):
+    """A preset, with its input format (and any other field) replaced."""
+    m = getattr(fpsim.hw, name)
+    field = "inputs" if hasattr(m, "inputs") else "input"
+    changes[field] = input_fmt
+    return dataclasses.replace(m, **changes)
+
+
+def params(m):
+    """The model's parameters, as the reference reads them."""
+    inputs = getattr(m, "inputs", None) or m.input
+    return dict(
+        block=m.block,
+        frac_bits=m.frac_bits,
+        exp_floor=m.exp_floor,
+        inputs=inputs,
+        output=m.output,
+        output_rounding=m.output_rounding,
+    )
+
+
+def check(got, expected, what):
+    g = np.asarray(got, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    assert g.shape == e.shape, (what, g.shape, e.shape)
+    ok = same_bits(g, e)
+    assert ok.all(), f"{what}: expected {e[~ok][:5].tolist()}, got {g[~ok][:5].tolist()}"
+
+
+def one_block(name, a, b, c, **changes):
+    """d = c + sum_k a_k * b_k through the model: A is 1 x K, B is K x 1, c is 1 x 1."""
+    A = np.array([a], dtype=np.float64)
+    B = np.array(b, dtype=np.float64).reshape(-1, 1)
+    C = np.array([[c]], dtype=np.float64)
+    m = model(name, **changes)
+    got = float(np.asarray(fpsim.matmul(A, B, c=C, model=m))[0, 0])
+    ref = float(ref_block_fma(A, B, C, params(m))[0, 0])
+    assert same_bits(got, ref), f"{name}: a={a} b={b} c={c}: model {ref!r}, fpsim {got!r}"
+    return got
+
+
+# --- presets -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_parameters(name):
+    m = getattr(fpsim.hw, name)
+    assert isinstance(m, fpsim.hw.BlockFMA)
+    assert (m.block, m.frac_bits, m.exp_floor) == PRESET_TABLE[name]
+    assert as_fmt(m.output) == as_fmt("fp32")
+    assert m.output_rounding == "toward_zero"
+
+
+# --- random inputs against the reference ---------------------------------------------------
+
+
+def _values(rng, fmt, shape, lo, hi, zero=0.1, sub=0.05):
+    """Values of fmt: random significands, exponents in [lo, hi], some zeros and subnormals."""
+    f = as_fmt(fmt)
+    size = int(np.prod(shape))
+    mant = rng.integers(0, 1 << f.man_bits, size)
+    e = rng.integers(lo, hi + 1, size)
+    v = (1 + mant / 2.0**f.man_bits) * np.exp2(e)
+    subv = mant * 2.0 ** (f.emin - f.man_bits)
+    r = rng.random(size)
+    v = np.where(r < sub, subv, v)
+    v = np.where(r > 1 - zero, 0.0, v)
+    v = np.where(rng.random(size) < 0.5, -v, v)
+    return v.reshape(shape)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("in_fmt", ["fp16", "bf16"])
+def test_random_against_reference(name, in_fmt, backend_name):
+    """Random fp16/bf16 inputs, K up to 40 (several blocks), c random fp32 values."""
+    rng = np.random.default_rng(abs(hash((name, in_fmt))) % 2**32)
+    m = model(name, in_fmt)
+    lo, hi = (-14, 6) if in_fmt == "fp16" else (-80, 30)
+    for k in (0, 1, 3, 4, 5, 8, 9, 16, 17, 33, 40):
+        for spread in (2, hi - lo):
+            A = _values(rng, in_fmt, (2, 3, k), max(lo, hi - spread), hi)
+            B = _values(rng, in_fmt, (k, 2), max(lo, hi - spread), hi)
+            C = _values(rng, "fp32", (3, 2), -10, 12, zero=0.3, sub=0.0)
+            got = fpsim.matmul(A, B, c=C, model=m)
+            check(got, ref_block_fma(A, B, C, params(m)), f"{name} {in_fmt} K={k}")
+            got = fpsim.matmul(A, B, model=m)
+            check(got, ref_block_fma(A, B, None, params(m)), f"{name} {in_fmt} K={k}, no c")
+
+
+@pytest.mark.parametrize("frac_bits", [3, 10])
+@pytest.mark.parametrize("block", [1, 2, 3, 5])
+def test_custom_model(block, frac_bits, backend_name):
+    """A custom BlockFMA with few fraction bits, so truncation bites often."""
+    rng = np.random.default_rng(block * 100 + frac_bits)
+    m = dataclasses.replace(fpsim.hw.A100, name="toy", block=block, frac_bits=frac_bits)
+    A = _values(rng, "fp16", (4, 11), -6, 3)
+    B = _values(rng, "fp16", (11, 3), -6, 3)
+    C = _values(rng, "fp32", (4, 3), -4, 6, zero=0.3, sub=0.0)
+    check(fpsim.matmul(A, B, c=C, model=m), ref_block_fma(A, B, C, params(m)), "toy model")
+
+
+def test_exponent_floor(backend_name):
+    """bf16 products 2**-149 and -2**-170: the floor E >= -132 cuts the small one away.
+
+    Floor -132 (A100): grid 2**-156, the sum is 2**-149. No floor: E = -149, the sum
+    2**-149 - 2**-170 is truncated toward zero to fp32's subnormal grid: 0.
+    """
+    a, b = [2.0**-75, -(2.0**-85)], [2.0**-74, 2.0**-85]
+    assert one_block("A100", a, b, 0.0, input_fmt="bf16") == 2.0**-149
+    assert one_block("A100", a, b, 0.0, input_fmt="bf16", exp_floor=None) == 0.0
+
+
+def test_fp16_subnormal_inputs_use_emin(backend_name):
+    """An fp16 subnormal input has exponent emin = -14 (significand below 1)."""
+    # 2**-24 * 2**-1 = 2**-25 has exponent -14 + -1 = -15 as a product, E = -15 and the
+    # grid 2**-38 (V100) keeps 2**-38 * 3; with c = 0 all terms survive.
+    a = [2.0**-24, 2.0**-14 * 1.5]
+    b = [0.5, 2.0**-24 * 3]
+    one_block("V100", a, b, 0.0)
+    one_block("A100", a, b, 0.0)
+
+
+def test_block_boundaries(backend_name):
+    """V100: 1 + 4 products 2**-24 in one block then more blocks; K = 5 splits 4 + 1."""
+    # One block of four 2**-24 on c = 1: E = 0, grid 2**-23, all cut: 1. A fifth product in
+    # its own block: E = 0 again, cut again: 1.
+    a = [2.0**-12] * 5
+    assert one_block("V100", a, a, 1.0) == 1.0
+    # c = 1 - 2**-24 (E = -1, grid 2**-24): four products kept: 1 + 2**-23 after block 1.
+    assert one_block("V100", a[:4], a[:4], 1 - 2.0**-24) == 1 + 2.0**-23
+
+
+def test_zero_result_is_plus_zero(backend_name):
+    for name in PRESETS:
+        r = one_block(name, [1.0, -1.0], [1.0, 1.0], -0.0)
+        assert r == 0 and np.signbit(r) == False  # noqa: E712
+    A, B = np.zeros((1, 0)), np.zeros((0, 1))
+    check(fpsim.matmul(A, B, c=np.array([[1.5]]), model=fpsim.hw.A100), [[1.5]], "K=0 gives c")
+
+
+# --- published corner cases ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_products_are_exact(name, backend_name):
+    # [FHMP21]: (1 - 2**-11)**2 is exact in fp32 output (products exact, not rounded).
+    x = 1 - 2.0**-11
+    assert one_block(name, [x], [x], 0.0) == x * x == 1 - 2.0**-10 + 2.0**-22
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_small_products_vanish_on_alignment(name, backend_name):
+    # [FHMP21]: 1 + 4 * (0.5 * 2**-24) gives 1 in fp32 output (V100, T4, A100): the small
+    # products fall below the 2**(E - F) grid. H100/B200 keep F = 25 bits [KM25]: the
+    # model then gives 1 + 2**-23.
+    a, b = [2.0**-13] * 4, [2.0**-12] * 4
+    r = one_block(name, a, b, 1.0)
+    assert r == (1.0 if PRESET_TABLE[name][1] <= 24 else 1 + 2.0**-23)
+    # The same with 1 as a product 1 * 1 in the block instead of c (three small ones: with
+    # F = 25 they are kept, 1 + 3 * 2**-25, and the fp32 output truncates that to 1).
+    r = one_block(name, [1.0] + a[:3], [1.0] + b[:3], 0.0)
+    assert r == 1.0
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_fp32_output_truncates(name, backend_name):
+    # [FHMP21]: 2 + (2**-23 + 2**-24) gives 2, and -2 - (2**-23 + 2**-24) gives -2:
+    # the fp32 output is rounded toward zero.
+    p = 3 * 2.0**-13, 2.0**-11  # product 2**-23 + 2**-24
+    assert one_block(name, [p[0]], [p[1]], 2.0) == 2.0
+    assert one_block(name, [-p[0]], [p[1]], -2.0) == -2.0
+    assert one_block(name, [1.0, p[0]], [2.0, p[1]], 0.0) == 2.0
+    assert one_block(name, [-1.0, -p[0]], [2.0, p[1]], 0.0) == -2.0
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_extra_alignment_bit(name, backend_name):
+    # [FHMP21]: 1*1 + c with c = -(1 - 2**-24): V100 gives 2**-23 (c cut to 23 fraction
+    # bits), T4/A100 give 2**-24 (one extra bit). [KM25]: H100/B200 (F = 25) give 2**-24.
+    r = one_block(name, [1.0], [1.0], -(1 - 2.0**-24))
+    assert r == (2.0**-23 if name == "V100" else 2.0**-24)
+
+
+def test_v100_non_monotonic(backend_name):
+    # [FHMP21]: V100, c = 1 - 2**-24 plus four products 2**-24 gives 1 + 2**-23, while the
+    # larger c = 1 gives 1: the sum is not monotonic.
+    a = [2.0**-12] * 4
+    assert one_block("V100", a, a, 1 - 2.0**-24) == 1 + 2.0**-23
+    assert one_block("V100", a, a, 1.0) == 1.0
+
+
+@pytest.mark.parametrize("name", ["A100", "H100", "B200"])
+def test_a100_non_monotonic(name, backend_name):
+    # [FHMP21]: T4/A100 variant: products 2**-25 three times and 2**-24 + 2**-25 once;
+    # c = 1 - 2**-24 gives 1 + 2**-23, c = 1 gives 1. With F = 25 (H100/B200 [KM25]) the
+    # model keeps 2**-25 and c = 1 gives 1 + 2**-23 too.
+    a = [2.0**-13] * 3 + [3 * 2.0**-13]
+    b = [2.0**-12] * 4
+    assert one_block(name, a, b, 1 - 2.0**-24) == 1 + 2.0**-23
+    assert one_block(name, a, b, 1.0) == (1.0 if name == "A100" else 1 + 2.0**-23)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_carry_bits(name, backend_name):
+    # [FHMP21]: 1 + 1.5 + 1.75 + 1.875 + 1.875 = 8 exactly: at least three carry bits.
+    assert one_block(name, [1.5, 1.75, 1.875, 1.875], [1.0] * 4, 1.0) == 8.0
+
+
+def test_fp16_output_rounds_to_nearest(backend_name):
+    # [FHMP21]: fp16 output: 0.5 * 2**-24 + 0.25 * 2**-24 gives 2**-24 (round to nearest).
+    r = one_block(
+        "V100",
+        [2.0**-13, 2.0**-13],
+        [2.0**-12, 2.0**-13],
+        0.0,
+        output="fp16",
+        output_rounding="nearest_even",
+    )
+    assert r == 2.0**-24
