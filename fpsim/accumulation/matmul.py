@@ -63,10 +63,8 @@ def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, n
     """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
 
     Row r of a pairs with b[r // (rows // groups)]; b is not copied when it is one matrix.
-    float16 arrays become float32 (exactly), which every backend reads.
+    Both come out as float64 (exact), so that each compiled loop serves every dtype.
     """
-    a = a.astype(np.float32) if a.dtype == np.float16 else a
-    b = b.astype(np.float32) if b.dtype == np.float16 else b
     m, k_len = a.shape[-2:]
     n = b.shape[-1]
     try:
@@ -78,10 +76,13 @@ def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, n
     single = math.prod(b.shape[:-2]) == 1
     groups = 1 if single else math.prod(batch)
     rows = math.prod(batch) * m
-    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len))).reshape(rows, k_len)
+    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len)), dtype=np.float64)
     b3 = np.ascontiguousarray(
-        b.reshape(1, k_len, n) if single else np.broadcast_to(b, batch + (k_len, n))
-    ).reshape(groups, k_len, n)
+        b.reshape(1, k_len, n) if single else np.broadcast_to(b, batch + (k_len, n)),
+        dtype=np.float64,
+    )
+    a2 = a2.reshape(rows, k_len)
+    b3 = b3.reshape(groups, k_len, n)
     return batch + (m, n), a2, b3
 
 

@@ -7,15 +7,17 @@ from functools import lru_cache
 import numpy as np
 
 ADD = -1
+PUSH_C = -2
 
 
 @lru_cache(maxsize=256)
-def pairwise_program(k: int) -> np.ndarray:
-    """Post-order program summing k terms as SPEC's balanced tree.
+def pairwise_program(k: int, with_c: bool = False) -> np.ndarray:
+    """Post-order program summing k terms as SPEC's balanced tree, then c.
 
     A run of n terms is the sum of its first ceil(n/2) and last floor(n/2)
-    terms. Entries >= 0 push that term; ``ADD`` pops two partial sums and
-    pushes their rounded sum.
+    terms. Entries >= 0 push that term rounded to the accumulator; ``PUSH_C``
+    pushes the initial accumulator c; ``ADD`` pops two partial sums and pushes
+    their rounded sum. With ``with_c``, c is added last (and alone for k = 0).
     """
     program: list[int] = []
 
@@ -30,15 +32,19 @@ def pairwise_program(k: int) -> np.ndarray:
 
     if k > 0:
         emit(0, k)
+    if with_c:
+        program.append(PUSH_C)
+        if k > 0:
+            program.append(ADD)
     out = np.array(program, dtype=np.int64)
     out.setflags(write=False)
     return out
 
 
-def stack_depth(k: int) -> int:
-    """Largest number of partial sums alive while running ``pairwise_program(k)``."""
+def stack_depth(program: np.ndarray) -> int:
+    """Largest number of partial sums alive while running ``program``."""
     depth = peak = 0
-    for op in pairwise_program(k):
-        depth += 1 if op >= 0 else -1
+    for op in program:
+        depth += -1 if op == ADD else 1
         peak = max(peak, depth)
     return max(peak, 1)

@@ -143,10 +143,9 @@ class Backend:
                        SPEC=spec if out.size * max(A.shape[1], 1) >= SPECIALISE_FROM else None)
         key = np.uint64(0 if key is None else key)
         if order == "pairwise":
-            k_len = A.shape[1]
+            program = pairwise_program(A.shape[1], has_c)
             loop = self._loop(numba_loops.accumulate_pairwise, **binding)
-            loop(A, B, C, out, counts, key, spec, pairwise_program(k_len), stack_depth(k_len),
-                 has_c)
+            loop(A, B, C, out, counts, key, spec, program, stack_depth(program))
         else:
             loop = self._loop(numba_loops.accumulate_sequential, **binding)
             loop(A, B, C, out, counts, key, spec)

@@ -18,6 +18,7 @@ WANT_FLAGS = False
 STOCHASTIC = False
 CHECK = False
 SPEC = None
+PUSH_C = -2
 
 
 def random53(key, index):
@@ -113,7 +114,7 @@ def accumulate_sequential(A, B, C, out, counts, key, spec_in):
                     count_flags(counts, r, flag)
 
 
-def accumulate_pairwise(A, B, C, out, counts, key, spec_in, program, depth, has_c):
+def accumulate_pairwise(A, B, C, out, counts, key, spec_in, program, depth):
     spec = spec_in if SPEC is None else SPEC
     rows, k_len = A.shape
     n = B.shape[2]
@@ -121,7 +122,7 @@ def accumulate_pairwise(A, B, C, out, counts, key, spec_in, program, depth, has_
     stride = 2 * k_len + 1
     for r in prange(rows):
         g = r // per_group
-        stack = np.empty((depth, n))
+        stack = np.zeros((depth, n))
         top = 0
         adds = 0
         for op in program:
@@ -132,9 +133,15 @@ def accumulate_pairwise(A, B, C, out, counts, key, spec_in, program, depth, has_
                     value, unused = round_value(a * float(B[g, op, j]), rnd, spec, False)
                     stack[top, j] = value
                 top += 1
-            else:
+            elif op == PUSH_C:
                 for j in range(n):
-                    rnd = random53(key, (r * n + j) * stride + 2 * adds + 1) if STOCHASTIC else 0
+                    stack[top, j] = C[r, j]
+                top += 1
+            else:
+                # The addition of c comes after the k_len - 1 of the tree: stream index 2K.
+                step = 2 * k_len if adds == k_len - 1 else 2 * adds + 1
+                for j in range(n):
+                    rnd = random53(key, (r * n + j) * stride + step) if STOCHASTIC else 0
                     value, flag = op_add(stack[top - 2, j], stack[top - 1, j], rnd, spec,
                                          WANT_FLAGS)
                     stack[top - 2, j] = value
@@ -143,13 +150,7 @@ def accumulate_pairwise(A, B, C, out, counts, key, spec_in, program, depth, has_
                 top -= 1
                 adds += 1
         for j in range(n):
-            total = stack[0, j] if k_len > 0 else C[r, j]
-            if has_c and k_len > 0:
-                rnd = random53(key, (r * n + j) * stride + 2 * k_len) if STOCHASTIC else 0
-                total, flag = op_add(total, C[r, j], rnd, spec, WANT_FLAGS)
-                if WANT_FLAGS:
-                    count_flags(counts, r, flag)
-            out[r, j] = total
+            out[r, j] = stack[0, j]
 
 
 def accumulate_blocks(A, B, C, out, counts, hw, out_spec, block):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpsim.accumulation.schedule import pairwise_program
+from fpsim.accumulation.schedule import PUSH_C, pairwise_program
 from fpsim.accumulation.stats import FIELDS, FLAG_OF_FIELD
 from fpsim.backends._instantiate import instantiate
 
@@ -90,17 +90,19 @@ class Backend:
         with np.errstate(all="ignore"):
             if order == "pairwise":
                 stack, adds = [], 0
-                for op in pairwise_program(k_len):
+                for op in pairwise_program(k_len, has_c):
                     if op >= 0:
                         # A pairwise tree sums terms rounded to the accumulator.
                         stack.append(term(op, 2 * op, True))
+                    elif op == PUSH_C:
+                        stack.append(c)
                     else:
+                        # The addition of c comes after the tree's k_len - 1: index 2K.
+                        step = 2 * k_len if adds == k_len - 1 else 2 * adds + 1
                         right = stack.pop()
-                        stack.append(add(stack.pop(), right, 2 * adds + 1))
+                        stack.append(add(stack.pop(), right, step))
                         adds += 1
-                total = stack[0] if k_len else c
-                if has_c and k_len:
-                    total = add(total, c, 2 * k_len)
+                total = stack[0] if stack else c
             else:
                 total = c
                 for i in range(k_len):
