@@ -113,8 +113,6 @@ def accumulate(
         raise ValueError(f"unknown products {products!r}; known: {', '.join(PRODUCTS)}")
     fmt, spec = accumulation_spec(accum, rounding, subnormals, saturate, random_bits)
     out_fmt = None if out is None else as_format(out)
-    shape, a2, b3 = layout(a, b)
-    c0 = initial(c, shape, fmt, spec)
     dtype = np.result_type(a, b, (out_fmt or fmt).dtype)
     blas = (
         order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
@@ -122,11 +120,13 @@ def accumulate(
     )
     if blas:
         with np.errstate(all="ignore"):
-            result = np.matmul(a.astype(np.float32), b.astype(np.float32))
+            result = np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32))
             if c is not None:
-                result = result + c0.astype(np.float32)
+                result = result + initial(c, result.shape, fmt, spec).astype(np.float32)
         counts = np.zeros(5, dtype=np.int64)
     else:
+        shape, a2, b3 = layout(a, b)
+        c0 = initial(c, shape, fmt, spec)
         rows, n = a2.shape[0], b3.shape[2]
         result = np.empty((rows, n))
         key = stream_key(seed) if spec[7] == STOCHASTIC else None
