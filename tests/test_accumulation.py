@@ -88,6 +88,14 @@ def random_case(rng, accum, with_c, shape=None, in_fmt=None, special=0.02):
     return A, B, c
 
 
+def assert_case(A, B, c, accum, mode, order, products, subnormals, saturate):
+    """fpsim.matmul equals the exact reference on this case, bit for bit."""
+    opts = dict(accum=accum, rounding=mode, order=order, products=products,
+                subnormals=subnormals, saturate=saturate)
+    got, exp = run_both(A, B, c, **opts)
+    check(got, exp, f"{opts} A={A.tolist()} B={B.tolist()} c={c}")
+
+
 def run_both(A, B, c, **opts):
     got = fpsim.matmul(A, B, c=c, **opts)
     exp = ref_matmul(A, B, c, **opts)
@@ -110,16 +118,7 @@ def test_matmul_against_reference(accum, order, products, backend_name):
                 for shp in shapes:
                     saturate = bool(rng.random() < 0.3)
                     A, B, c = random_case(rng, accum, with_c, shp)
-                    opts = dict(
-                        accum=accum,
-                        rounding=mode,
-                        order=order,
-                        products=products,
-                        subnormals=subnormals,
-                        saturate=saturate,
-                    )
-                    got, exp = run_both(A, B, c, **opts)
-                    check(got, exp, f"{opts} A={A.tolist()} B={B.tolist()} c={c}")
+                    assert_case(A, B, c, accum, mode, order, products, subnormals, saturate)
 
 
 @pytest.mark.parametrize("order", ORDERS)
@@ -171,16 +170,7 @@ def test_matmul_property(
     """Hypothesis: any small case equals the exact reference bit for bit."""
     rng = np.random.default_rng(seed)
     A, B, c = random_case(rng, accum, with_c, in_fmt=in_fmt)
-    opts = dict(
-        accum=accum,
-        rounding=mode,
-        order=order,
-        products=products,
-        subnormals=subnormals,
-        saturate=saturate,
-    )
-    got, exp = run_both(A, B, c, **opts)
-    check(got, exp, f"{opts} A={A.tolist()} B={B.tolist()} c={c}")
+    assert_case(A, B, c, accum, mode, order, products, subnormals, saturate)
 
 
 @SETTINGS
