@@ -11,6 +11,8 @@ specialised to a format (its constants fold into the code).
 import numpy as np
 from numba import prange
 
+from fpsim.accumulation.schedule import PUSH_C
+
 KERNEL = None
 ROUNDED = False
 ARITY = 0
@@ -18,27 +20,19 @@ WANT_FLAGS = False
 STOCHASTIC = False
 CHECK = False
 SPEC = None
-PUSH_C = -2
 
 
-def random53(key, index):
-    raise NotImplementedError("bound per instance")
+def _bound_per_instance(*args):
+    raise NotImplementedError("a kernel bound per instance by numba_backend")
 
 
-def representable(x, spec):
-    raise NotImplementedError("bound per instance")
-
-
-def round_value(x, rnd, spec, want_flags):
-    raise NotImplementedError("bound per instance")
-
-
-def op_add(x, y, rnd, spec, want_flags):
-    raise NotImplementedError("bound per instance")
-
-
-finite_or_zero = is_nonfinite = hw_c_exponent = hw_product = hw_c_term = op_add
-hw_term = hw_finish = hw_result = op_add
+# Kernels the loops call; each instance binds the Numba-compiled ones.
+random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite = (
+    _bound_per_instance
+)
+hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = (
+    _bound_per_instance
+)
 
 
 def loop(x, y, z, out, flags, key, spec_in):
