@@ -283,13 +283,18 @@ def ref_sub(a, b, fmt, mode="nearest_even", subnormals=True, saturate=False):
     return ref_add(a, -float(b), fmt, mode, subnormals, saturate)
 
 
-def ref_mul(a, b, fmt, mode="nearest_even", subnormals=True, saturate=False):
-    """a * b rounded once; returns (float, flags)."""
+def _product_operands(a, b, fmt, subnormals):
+    """Format, operands as read (subnormals flushed if off), and the sign of a*b or a/b."""
     fmt = as_fmt(fmt)
     a, b = _daz(float(a), fmt, subnormals), _daz(float(b), fmt, subnormals)
+    return fmt, a, b, (math.copysign(1, a) < 0) != (math.copysign(1, b) < 0)
+
+
+def ref_mul(a, b, fmt, mode="nearest_even", subnormals=True, saturate=False):
+    """a * b rounded once; returns (float, flags)."""
+    fmt, a, b, neg = _product_operands(a, b, fmt, subnormals)
     if a != a or b != b:
         return NAN, 0
-    neg = (math.copysign(1, a) < 0) != (math.copysign(1, b) < 0)
     if math.isinf(a) or math.isinf(b):
         if a == 0 or b == 0:
             return NAN, INVALID
@@ -303,11 +308,9 @@ def ref_mul(a, b, fmt, mode="nearest_even", subnormals=True, saturate=False):
 
 def ref_div(a, b, fmt, mode="nearest_even", subnormals=True, saturate=False):
     """a / b rounded once; returns (float, flags)."""
-    fmt = as_fmt(fmt)
-    a, b = _daz(float(a), fmt, subnormals), _daz(float(b), fmt, subnormals)
+    fmt, a, b, neg = _product_operands(a, b, fmt, subnormals)
     if a != a or b != b:
         return NAN, 0
-    neg = (math.copysign(1, a) < 0) != (math.copysign(1, b) < 0)
     if math.isinf(a):
         if math.isinf(b):
             return NAN, INVALID
@@ -469,6 +472,20 @@ def same_bits(got, expected) -> np.ndarray:
     e = np.asarray(expected, dtype=np.float64)
     both_nan = np.isnan(g) & np.isnan(e)
     return both_nan | (g.view(np.uint64) == e.view(np.uint64))
+
+
+def assert_same_bits(got, expected, what):
+    """Assert equal shapes and bit-for-bit equal values (NaN matches NaN)."""
+    g = np.asarray(got, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    assert g.shape == e.shape, f"{what}: shape {g.shape}, expected {e.shape}"
+    ok = same_bits(g, e)
+    if not ok.all():
+        lines = [f"{what}: {int((~ok).sum())} of {ok.size} differ"]
+        for idx in np.argwhere(~ok)[:5]:
+            t = tuple(int(i) for i in idx)
+            lines.append(f"  at {t}: expected {e[t]!r}, got {g[t]!r}")
+        raise AssertionError("\n".join(lines))
 
 
 def assert_matches(got, expected, inputs, what, got_flags=None, expected_flags=None, limit=8):

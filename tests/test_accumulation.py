@@ -8,6 +8,7 @@ from accumulation_reference import ref_dot, ref_matmul, ref_sum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import MODES, as_fmt, ref_round, same_bits
+from reference import assert_same_bits as check
 
 import fpsim
 
@@ -48,21 +49,6 @@ def values(rng, fmt, shape, special=0.02, near=0.5):
     )
     v = np.asarray(fpsim.from_bits(bits, fmt), dtype=np.float64)
     return v.reshape(shape)
-
-
-def check(got, expected, what):
-    """Bit-for-bit comparison of float64 values (NaN matches NaN)."""
-    g = np.asarray(got, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    assert g.shape == e.shape, f"{what}: shape {g.shape}, expected {e.shape}"
-    ok = same_bits(g, e)
-    if not ok.all():
-        bad = np.argwhere(~ok)[:5]
-        lines = [f"{what}: {int((~ok).sum())} of {ok.size} differ"]
-        for idx in bad:
-            t = tuple(int(i) for i in idx)
-            lines.append(f"  at {t}: expected {e[t]!r}, got {g[t]!r}")
-        raise AssertionError("\n".join(lines))
 
 
 def stats_tuple(s):

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 from accumulation_reference import ref_block_fma, ref_im2col, ref_matmul
-from reference import as_fmt, same_bits
+from reference import as_fmt
+from reference import assert_same_bits as check
 
 import fpsim
 import fpsim.hw
@@ -32,14 +33,6 @@ def _fp16(rng, shape):
     v = rng.integers(-64, 65, shape) * np.exp2(rng.integers(-8, 2, shape))
     v[rng.random(shape) < 0.1] = -0.0
     return v.astype(np.float64)
-
-
-def check(got, expected, what):
-    g = np.asarray(got, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    assert g.shape == e.shape, (what, g.shape, e.shape)
-    ok = same_bits(g, e)
-    assert ok.all(), f"{what}: {int((~ok).sum())} differ: {e[~ok][:4]} vs {g[~ok][:4]}"
 
 
 def _via_matmul(x, w, stride, padding, fn, **opts):

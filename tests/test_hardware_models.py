@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from accumulation_reference import ref_block_fma
 from reference import as_fmt, same_bits
+from reference import assert_same_bits as check
 
 import fpsim
 import fpsim.hw
@@ -44,14 +45,6 @@ def params(m):
         output=m.output,
         output_rounding=m.output_rounding,
     )
-
-
-def check(got, expected, what):
-    g = np.asarray(got, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    assert g.shape == e.shape, (what, g.shape, e.shape)
-    ok = same_bits(g, e)
-    assert ok.all(), f"{what}: expected {e[~ok][:5].tolist()}, got {g[~ok][:5].tolist()}"
 
 
 def one_block(name, a, b, c, **changes):
