@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fpsim._inputs import as_float_array, broadcast, flat_operand
@@ -13,6 +15,7 @@ from fpsim.modes import STOCHASTIC, mode_code
 MAX_RANDOM_BITS = 53
 
 
+@functools.lru_cache(maxsize=512)
 def make_spec(
     fmt: Format, rounding: str, subnormals: bool, saturate: bool, random_bits: int | None
 ) -> tuple:

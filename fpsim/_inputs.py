@@ -48,6 +48,8 @@ def _exact_float64(values: np.ndarray, name: str) -> np.ndarray:
 
 def broadcast(arrays: dict[str, np.ndarray]) -> tuple[int, ...]:
     """The common shape of ``arrays``; ``ValueError`` naming the shapes if there is none."""
+    if len(arrays) == 1:
+        return next(iter(arrays.values())).shape
     try:
         return np.broadcast_shapes(*(a.shape for a in arrays.values()))
     except ValueError:
@@ -59,4 +61,6 @@ def flat_operand(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``arr`` broadcast to ``shape``, as a contiguous 1-D float32/float64 array."""
     if arr.dtype == np.float16:
         arr = arr.astype(np.float32)
+    if arr.shape == shape:
+        return np.ascontiguousarray(arr).reshape(-1)
     return np.ascontiguousarray(np.broadcast_to(arr, shape)).reshape(-1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -62,24 +63,24 @@ class Format:
     def bits(self) -> int:
         return 1 + self.exp_bits + self.man_bits
 
-    @property
+    @cached_property
     def max(self) -> float:
         top = 2.0 - 2.0 ** -self.man_bits * (1 if self.infinities else 2)
         return float(np.ldexp(top, self.emax))
 
-    @property
+    @cached_property
     def smallest_normal(self) -> float:
         return float(np.ldexp(1.0, self.emin))
 
-    @property
+    @cached_property
     def smallest_subnormal(self) -> float:
         return float(np.ldexp(1.0, self.emin - self.man_bits))
 
-    @property
+    @cached_property
     def eps(self) -> float:
         return float(np.ldexp(1.0, -self.man_bits))
 
-    @property
+    @cached_property
     def dtype(self) -> np.dtype:
         """The narrowest NumPy float dtype that holds every value of the format."""
         for dt in (np.float16, np.float32, np.float64):

@@ -89,6 +89,9 @@ KERNELS_IN_LOOPS = (
 # Arrays at least this long run in a loop compiled for their exact format and
 # mode (constants folded: about twice as fast); compiled once, cached on disk.
 SPECIALISE_FROM = 1 << 20
+# Below this much work a loop runs on one thread: starting the thread pool costs
+# more, and BLAS threads still spinning after a product would slow it further.
+PARALLEL_FROM = 1 << 16
 
 
 class Backend:
@@ -125,6 +128,7 @@ class Backend:
         z = operands[2] if len(operands) > 2 else x
         loop = self._loop(
             numba_loops.loop,
+            out.size >= PARALLEL_FROM,
             KERNEL=kernel,
             WANT_FLAGS=flags is not None,
             STOCHASTIC=key is not None,
@@ -139,20 +143,22 @@ class Backend:
 
     def accumulate(self, A, B, C, out, spec, key, order, rounded, has_c, want_stats):
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
+        parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
         binding = dict(WANT_FLAGS=want_stats, STOCHASTIC=key is not None, ROUNDED=rounded,
                        SPEC=spec if out.size * max(A.shape[1], 1) >= SPECIALISE_FROM else None)
         key = np.uint64(0 if key is None else key)
         if order == "pairwise":
             program = pairwise_program(A.shape[1], has_c)
-            loop = self._loop(numba_loops.accumulate_pairwise, **binding)
+            loop = self._loop(numba_loops.accumulate_pairwise, parallel, **binding)
             loop(A, B, C, out, counts, key, spec, program, stack_depth(program))
         else:
-            loop = self._loop(numba_loops.accumulate_sequential, **binding)
+            loop = self._loop(numba_loops.accumulate_sequential, parallel, **binding)
             loop(A, B, C, out, counts, key, spec)
         return counts.sum(axis=0)
 
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
-        loop = self._loop(numba_loops.accumulate_blocks, WANT_FLAGS=want_stats)
+        parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
+        loop = self._loop(numba_loops.accumulate_blocks, parallel, WANT_FLAGS=want_stats)
         loop(A, B, C, out, counts, hw, out_spec, block)
         return counts.sum(axis=0)

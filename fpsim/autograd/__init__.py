@@ -1,0 +1,44 @@
+"""Reverse-mode automatic differentiation whose every value and gradient is rounded
+by the current precision policy (``fpsim.precision``)."""
+
+from fpsim.autograd import dot, losses, normalization, pointwise, reductions, shape
+from fpsim.autograd.cast import cast
+from fpsim.autograd.tensor import Tensor, as_tensor, grad_enabled, no_grad
+
+
+def _reflected(op):
+    return lambda self, other: op(other, self)
+
+
+Tensor.__add__ = pointwise.add
+Tensor.__radd__ = _reflected(pointwise.add)
+Tensor.__sub__ = pointwise.sub
+Tensor.__rsub__ = _reflected(pointwise.sub)
+Tensor.__mul__ = pointwise.mul
+Tensor.__rmul__ = _reflected(pointwise.mul)
+Tensor.__truediv__ = pointwise.div
+Tensor.__rtruediv__ = _reflected(pointwise.div)
+Tensor.__neg__ = pointwise.neg
+Tensor.__pow__ = pointwise.pow
+Tensor.__matmul__ = dot.matmul
+Tensor.__rmatmul__ = _reflected(dot.matmul)
+Tensor.__getitem__ = shape.getitem
+Tensor.reshape = shape.reshape
+Tensor.transpose = shape.transpose
+Tensor.T = property(lambda self: shape.transpose(self))
+Tensor.sum = reductions.sum
+Tensor.mean = reductions.mean
+Tensor.relu = pointwise.relu
+Tensor.tanh = pointwise.tanh
+Tensor.sigmoid = pointwise.sigmoid
+Tensor.exp = pointwise.exp
+Tensor.log = pointwise.log
+
+
+def tensor(data, requires_grad: bool = False, *, format=None) -> Tensor:
+    """A leaf Tensor (float data keeps its dtype's format; integers become float64)."""
+    return Tensor(data, requires_grad, format=format)
+
+
+__all__ = ["Tensor", "as_tensor", "cast", "dot", "grad_enabled", "losses", "no_grad",
+           "normalization", "pointwise", "reductions", "shape", "tensor"]

@@ -1,0 +1,110 @@
+"""Dot-product operations: compute-format inputs, products accumulated in ``accum``.
+
+Forward and backward products alike go through ``precision.numerics.matmul``,
+so an fp16 accumulator shows in the gradients as well as in the activations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim.accumulation.conv import im2col
+from fpsim.autograd.cast import compute, op_policy
+from fpsim.autograd.shape import transpose
+from fpsim.autograd.tensor import Tensor, unbroadcast
+from fpsim.precision import numerics
+
+
+def _swap(v: np.ndarray) -> np.ndarray:
+    return np.swapaxes(v, -1, -2)
+
+
+def matmul(a, b) -> Tensor:
+    """``a @ b`` for arrays of at least two dimensions (batch dimensions broadcast)."""
+    p = op_policy("matmul")
+    a, b = compute(a, p), compute(b, p)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul needs (..., M, K) @ (..., K, N), got {a.shape} and {b.shape}")
+    y = numerics.matmul(a.data, b.data, p)
+
+    def backward(g):
+        ga = numerics.matmul(g, _swap(b.data), p)
+        if b.ndim == 2 and a.ndim > 2:  # one matrix shared by the batch: one product over it
+            k = a.shape[-1]
+            gb = numerics.matmul(a.data.reshape(-1, k).T, g.reshape(-1, g.shape[-1]), p)
+        else:
+            gb = unbroadcast(numerics.matmul(_swap(a.data), g, p), b.shape, p)
+        return unbroadcast(ga, a.shape, p), gb
+
+    return Tensor.node(y, p.compute, (a, b), backward, p, "matmul")
+
+
+def linear(x, weight, bias=None) -> Tensor:
+    """``x @ weight.T + bias`` with ``weight`` of shape (out_features, in_features)."""
+    from fpsim.autograd.pointwise import add
+
+    p = op_policy("matmul")
+    y = matmul(x, transpose(compute(weight, p)))
+    return y if bias is None else add(y, bias)
+
+
+def _pair(v, name: str) -> tuple[int, int]:
+    pair = (v, v) if np.ndim(v) == 0 else tuple(v)
+    if len(pair) != 2 or any(int(q) != q or q < 0 for q in pair):
+        raise ValueError(f"{name} must be a non-negative integer or a pair of them, got {v!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _correlate(x: np.ndarray, w: np.ndarray, stride, padding, p) -> np.ndarray:
+    """Cross-correlation (N, C, H, W) * (O, C, KH, KW) -> (N, O, OH, OW) as one product."""
+    n, _, h, wd = x.shape
+    o, c, kh, kw = w.shape
+    oh = (h + 2 * padding[0] - kh) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
+    cols = im2col(x, kh, kw, stride, padding).reshape(n * oh * ow, c * kh * kw)
+    y = numerics.matmul(cols, w.reshape(o, -1).T, p)
+    return y.reshape(n, oh, ow, o).transpose(0, 3, 1, 2), cols
+
+
+def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape, stride, padding, p) -> np.ndarray:
+    """d(conv)/dx: the full correlation of the stride-dilated gradient with the flipped
+    kernel, so its inner products (over o, kh, kw) use the same accumulator."""
+    n, o, oh, ow = g.shape
+    _, c, kh, kw = w.shape
+    h, wd = x_shape[2:]
+    dilated = np.zeros((n, o, (oh - 1) * stride[0] + 1, (ow - 1) * stride[1] + 1), g.dtype)
+    dilated[:, :, :: stride[0], :: stride[1]] = g
+    # Pad so that the full correlation covers the padded input, then crop the padding off.
+    extra = ((h + 2 * padding[0] - kh) % stride[0], (wd + 2 * padding[1] - kw) % stride[1])
+    padded = np.pad(dilated, ((0, 0), (0, 0), (kh - 1, kh - 1 + extra[0]),
+                              (kw - 1, kw - 1 + extra[1])))
+    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    full, _ = _correlate(padded, flipped, (1, 1), (0, 0), p)
+    return full[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd]
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0) -> Tensor:
+    """2-D cross-correlation, NCHW: ``x`` (N, C, H, W), ``weight`` (O, C, KH, KW)."""
+    from fpsim.autograd.pointwise import add
+    from fpsim.autograd.shape import reshape
+
+    p = op_policy("conv2d")
+    x, w = compute(x, p), compute(weight, p)
+    if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1]:
+        raise ValueError(f"conv2d needs x (N, C, H, W) and weight (O, C, KH, KW) with equal C, "
+                         f"got {x.shape} and {w.shape}")
+    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
+    if 0 in stride:
+        raise ValueError("stride must be positive")
+    if any(x.shape[2 + i] + 2 * padding[i] < w.shape[2 + i] for i in range(2)):
+        raise ValueError(f"kernel {w.shape[2:]} larger than the padded input {x.shape[2:]}")
+    y, cols = _correlate(x.data, w.data, stride, padding, p)
+
+    def backward(g):
+        o = w.shape[0]
+        gw = numerics.matmul(g.transpose(1, 0, 2, 3).reshape(o, -1), cols, p)
+        gx = _input_gradient(g, w.data, x.shape, stride, padding, p)
+        return gx, gw.reshape(w.shape)
+
+    out = Tensor.node(np.ascontiguousarray(y), p.compute, (x, w), backward, p, "conv2d")
+    return out if bias is None else add(out, reshape(bias, (1, -1, 1, 1)))

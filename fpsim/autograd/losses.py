@@ -1,0 +1,64 @@
+"""Losses: evaluated in the ``reduce`` format, the loss stored in the ``output`` format.
+
+The gradient they send back is rounded to the compute format of their input:
+this is where small gradients underflow without loss scaling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim.autograd.cast import compute, op_policy
+from fpsim.autograd.reductions import log_softmax_values
+from fpsim.autograd.tensor import Tensor
+from fpsim.precision import numerics
+
+REDUCTIONS = ("mean", "sum")
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; known: {', '.join(REDUCTIONS)}")
+
+
+def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
+    """Softmax cross-entropy of ``logits`` (N, C) against integer classes ``target`` (N,)."""
+    _check_reduction(reduction)
+    p = op_policy("cross_entropy")
+    x = compute(logits, p)
+    target = np.asarray(target)
+    if x.ndim != 2:
+        raise ValueError(f"cross_entropy needs logits of shape (N, C), got {x.shape}")
+    if target.shape != x.shape[:1] or target.dtype.kind not in "iu":
+        raise ValueError(f"target must be {x.shape[0]} integer classes, got {target.dtype} "
+                         f"{target.shape}")
+    if target.size and (target.min() < 0 or target.max() >= x.shape[1]):
+        raise ValueError(f"target classes must lie in 0..{x.shape[1] - 1}")
+    logp, prob = log_softmax_values(x.data, 1, p)
+    rows = np.arange(x.shape[0])
+    total = numerics.sum(-logp[rows, target], None, p, source=p.reduce)
+    n = x.shape[0] if reduction == "mean" else 1
+    loss = numerics.round(numerics.round(total / n, p.reduce, p), p.output, p, p.reduce)
+
+    def backward(g):
+        grad = prob.copy()
+        grad[rows, target] -= 1
+        return (grad * (g / n),)
+
+    return Tensor.node(np.asarray(loss), p.output, (x,), backward, p, "cross_entropy")
+
+
+def mse_loss(prediction, target, reduction: str = "mean") -> Tensor:
+    """Mean (or sum) of squared differences, ``target`` a constant array."""
+    _check_reduction(reduction)
+    p = op_policy("mse_loss")
+    x = compute(prediction, p)
+    t = np.asarray(target.data if isinstance(target, Tensor) else target, dtype=np.float64)
+    if t.shape != x.shape:
+        raise ValueError(f"target shape {t.shape} differs from prediction shape {x.shape}")
+    d = numerics.round(x.data - t, p.reduce, p)
+    total = numerics.sum(numerics.round(d * d, p.reduce, p), None, p, source=p.reduce)
+    n = x.size if reduction == "mean" else 1
+    loss = numerics.round(numerics.round(total / n, p.reduce, p), p.output, p, p.reduce)
+    return Tensor.node(np.asarray(loss), p.output, (x,), lambda g: (d * (2 * g / n),), p,
+                       "mse_loss")

@@ -1,0 +1,98 @@
+"""Batch and layer normalization: statistics in the ``reduce`` format (a reduction),
+result in the compute format; the scale and shift are used in ``reduce``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim.autograd.cast import cast, compute, op_policy
+from fpsim.autograd.shape import reshape
+from fpsim.autograd.tensor import Tensor
+from fpsim.precision import numerics
+
+
+def _normalize(name: str, x, axes: tuple[int, ...], weight, bias, eps: float,
+               stats: tuple[np.ndarray, np.ndarray] | None = None, param_shape=None):
+    """(y, mean, biased variance): y = (x - mean) / sqrt(var + eps) * weight + bias.
+
+    With ``stats`` given (inference) they are constants; otherwise they are the
+    batch's and the gradient flows through them.
+    """
+    p = op_policy(name)
+    r = p.reduce
+    x = compute(x, p)
+    n = int(np.prod([x.shape[a] for a in axes]))
+
+    def mean(v, source=None):
+        return numerics.round(numerics.sum(v, axes, p, keepdims=True, source=source) / n, r, p)
+
+    if stats is None:
+        mu = mean(x.data)
+        d = numerics.round(x.data - mu, r, p)
+        var = mean(numerics.round(d * d, r, p), r)
+    else:
+        mu, var = (numerics.round(s, r, p) for s in stats)
+        d = numerics.round(x.data - mu, r, p)
+    inv = numerics.round(1 / np.sqrt(var + eps), r, p)
+    xhat = numerics.round(d * inv, r, p)
+    params = []
+    for t in (weight, bias):
+        if t is not None:
+            t = cast(t, r, p)
+            params.append(t if param_shape is None else reshape(t, param_shape))
+    gamma = params[0].data if weight is not None else 1.0
+    beta = params[-1].data if bias is not None else 0.0
+    y = numerics.round(xhat * gamma + beta, p.compute, p)
+
+    def backward(g):
+        gh = numerics.round(g * gamma, r, p)
+        if stats is None:
+            gx = inv * (gh - mean(gh, r) - xhat * mean(numerics.round(gh * xhat, r, p), r))
+        else:
+            gx = gh * inv
+        grads = [gx]
+        if weight is not None:
+            grads.append(numerics.round(g * xhat, r, p))
+        if bias is not None:
+            grads.append(g)
+        return grads
+
+    out = Tensor.node(y, p.compute, (x, *params), backward, p, name)
+    return out, mu, var
+
+
+def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+               training: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize over every axis but the channels (axis 1) of (N, C) or (N, C, H, W).
+
+    In training, ``running_mean`` and ``running_var`` (arrays, updated in place
+    in the ``reduce`` format) follow the batch statistics, the variance unbiased.
+    """
+    data = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if data.ndim not in (2, 3, 4):
+        raise ValueError(f"batch_norm needs (N, C), (N, C, L) or (N, C, H, W), got {data.shape}")
+    axes = (0,) + tuple(range(2, data.ndim))
+    shape = (1, -1) + (1,) * (data.ndim - 2)
+    use_batch = training or running_mean is None
+    stats = None if use_batch else (np.reshape(running_mean, shape), np.reshape(running_var, shape))
+    y, mu, var = _normalize("batch_norm", x, axes, weight, bias, eps, stats, shape)
+    if training and running_mean is not None:
+        p = op_policy("batch_norm")
+        n = int(np.prod([data.shape[a] for a in axes]))
+        unbiased = var.reshape(-1) * (n / max(n - 1, 1))
+        running_mean[...] = numerics.round(
+            (1 - momentum) * running_mean + momentum * mu.reshape(-1), p.reduce, p)
+        running_var[...] = numerics.round(
+            (1 - momentum) * running_var + momentum * unbiased, p.reduce, p)
+    return y
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` axes."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    data = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if data.shape[data.ndim - len(shape):] != shape:
+        raise ValueError(f"layer_norm over {shape} needs trailing dimensions {shape}, "
+                         f"got {data.shape}")
+    axes = tuple(range(data.ndim - len(shape), data.ndim))
+    return _normalize("layer_norm", x, axes, weight, bias, eps)[0]

@@ -1,0 +1,83 @@
+"""Reductions: sums and softmax, evaluated in the policy's ``reduce`` format.
+
+Their inputs and results are compute-format tensors (the paper's layers "read
+and write FP16 tensors from memory, performing the arithmetic in FP32");
+each intermediate (shifted inputs, exponentials, sums) is rounded to
+``reduce`` and every sum is accumulated there by ``precision.numerics.sum``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim.autograd.cast import compute, op_policy
+from fpsim.autograd.tensor import Tensor
+from fpsim.precision import numerics
+from fpsim.precision.numerics import normalize_axes
+
+
+def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+
+
+def _expand(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool):
+    if not keepdims:
+        g = np.expand_dims(g, axes)
+    return np.broadcast_to(g, shape)
+
+
+def sum(x, axis=None, keepdims: bool = False) -> Tensor:
+    p = op_policy("sum")
+    x = compute(x, p)
+    axes = normalize_axes(axis, x.ndim)
+    y = numerics.round(numerics.sum(x.data, axes, p, keepdims), p.compute, p)
+    return Tensor.node(y, p.compute, (x,),
+                       lambda g: (_expand(g, x.shape, axes, keepdims),), p, "sum")
+
+
+def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+    p = op_policy("mean")
+    x = compute(x, p)
+    axes = normalize_axes(axis, x.ndim)
+    n = _count(x.shape, axes)
+    total = numerics.sum(x.data, axes, p, keepdims)
+    y = numerics.round(numerics.round(total / n, p.reduce, p), p.compute, p)
+    return Tensor.node(y, p.compute, (x,),
+                       lambda g: (_expand(g / n, x.shape, axes, keepdims),), p, "mean")
+
+
+def log_softmax_values(v: np.ndarray, axis: int, p) -> tuple[np.ndarray, np.ndarray]:
+    """log softmax of ``v`` along ``axis`` and softmax itself, both in ``reduce``."""
+    r = p.reduce
+    with np.errstate(all="ignore"):
+        z = numerics.round(v - np.max(v, axis=axis, keepdims=True), r, p)
+        e = numerics.round(np.exp(z), r, p)
+        s = numerics.sum(e, axis, p, keepdims=True, source=r)
+        logp = numerics.round(z - numerics.round(np.log(s), r, p), r, p)
+        return logp, numerics.round(e / s, r, p)
+
+
+def softmax(x, axis: int = -1) -> Tensor:
+    p = op_policy("softmax")
+    x = compute(x, p)
+    _, prob = log_softmax_values(x.data, axis, p)
+    y = numerics.round(prob, p.compute, p)
+
+    def backward(g):
+        inner = numerics.sum(numerics.round(g * y, p.reduce, p), axis, p, keepdims=True,
+                             source=p.reduce)
+        return (y * (g - inner),)
+
+    return Tensor.node(y, p.compute, (x,), backward, p, "softmax")
+
+
+def log_softmax(x, axis: int = -1) -> Tensor:
+    p = op_policy("log_softmax")
+    x = compute(x, p)
+    logp, prob = log_softmax_values(x.data, axis, p)
+    y = numerics.round(logp, p.compute, p)
+
+    def backward(g):
+        return (g - prob * numerics.sum(g, axis, p, keepdims=True),)
+
+    return Tensor.node(y, p.compute, (x,), backward, p, "log_softmax")

@@ -1,0 +1,89 @@
+"""Operations that move values without arithmetic: nothing to round."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fpsim.autograd.cast import compute, op_policy
+from fpsim.autograd.tensor import Tensor, as_tensor
+from fpsim.precision import numerics
+
+
+def _move(name: str, x, forward, backward) -> Tensor:
+    x = as_tensor(x)
+    p = op_policy(name)
+    return Tensor.node(forward(x.data), x.format, (x,), lambda g: (backward(g),), p, name)
+
+
+def reshape(x, *shape) -> Tensor:
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    x = as_tensor(x)
+    return _move("reshape", x, lambda v: v.reshape(shape), lambda g: g.reshape(x.shape))
+
+
+def transpose(x, *axes) -> Tensor:
+    """Axes permuted (reversed when none are given), as ``numpy.transpose``."""
+    axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+    x = as_tensor(x)
+    perm = tuple(axes) if axes else tuple(reversed(range(x.ndim)))
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"axes {axes} are not a permutation of {x.ndim} dimensions")
+    inverse = tuple(np.argsort(perm))
+    return _move("transpose", x, lambda v: v.transpose(perm), lambda g: g.transpose(inverse))
+
+
+def getitem(x, index) -> Tensor:
+    x = as_tensor(x)
+    if isinstance(index, Tensor):
+        raise ValueError("index with integer arrays, not Tensors")
+
+    def backward(g):
+        out = np.zeros(x.shape, dtype=g.dtype)
+        np.add.at(out, index, g)
+        return out
+
+    return _move("getitem", x, lambda v: v[index], backward)
+
+
+def cat(tensors: Sequence, axis: int = 0) -> Tensor:
+    """Concatenation along ``axis`` (the tensors are first brought to one format)."""
+    if not tensors:
+        raise ValueError("cat needs at least one tensor")
+    p = op_policy("cat")
+    xs = [as_tensor(t) for t in tensors]
+    fmt = xs[0].format
+    if any(t.format != fmt for t in xs):
+        xs = [compute(t, p) for t in xs]
+        fmt = p.compute
+    data = np.concatenate([t.data for t in xs], axis=axis)
+    bounds = np.cumsum([t.shape[axis] for t in xs])[:-1]
+    return Tensor.node(data, fmt, xs, lambda g: np.split(g, bounds, axis=axis), p, "cat")
+
+
+def stack(tensors: Sequence, axis: int = 0) -> Tensor:
+    """The tensors stacked along a new ``axis``."""
+    xs = [as_tensor(t) for t in tensors]
+    if not xs:
+        raise ValueError("stack needs at least one tensor")
+    return cat([reshape(t, t.shape[:axis % (t.ndim + 1)] + (1,) + t.shape[axis % (t.ndim + 1):])
+                for t in xs], axis=axis)
+
+
+def embedding(ids, weight) -> Tensor:
+    """Rows of ``weight`` (num, dim) picked by integer ``ids`` (any shape), in compute format."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise ValueError(f"embedding ids must be integers, got dtype {ids.dtype}")
+    p = op_policy("embedding")
+    w = compute(weight, p)
+    if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
+        raise ValueError(f"embedding ids must lie in 0..{w.shape[0] - 1}")
+
+    def backward(g):
+        out = np.zeros(w.shape, dtype=np.float64)
+        np.add.at(out, ids.reshape(-1), g.reshape(-1, w.shape[1]).astype(np.float64))
+        return (numerics.round(out, p.reduce, p),)
+
+    return Tensor.node(w.data[ids], p.compute, (w,), backward, p, "embedding")

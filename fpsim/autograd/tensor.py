@@ -1,0 +1,188 @@
+"""Tensor: values of a format, and reverse-mode differentiation over a dynamic graph.
+
+Every gradient is rounded to the format of the tensor it belongs to, with the
+policy of the operation that produced it, so activation gradients underflow
+and overflow as they would in that format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from fpsim.formats import Format, as_format
+from fpsim.precision import numerics
+from fpsim.precision.policy import Policy, current
+
+_grad_enabled = [True]
+
+_FORMAT_OF_DTYPE = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
+                    np.dtype(np.float64): "fp64"}
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Operations inside build no graph."""
+    _grad_enabled.append(False)
+    try:
+        yield
+    finally:
+        _grad_enabled.pop()
+
+
+def grad_enabled() -> bool:
+    return _grad_enabled[-1]
+
+
+class Tensor:
+    """An array of values of ``format``, with an optional gradient."""
+
+    __array_priority__ = 100
+
+    def __init__(self, data, requires_grad: bool = False, *, format: Format | str | None = None):
+        arr = np.asarray(data)
+        if arr.dtype.kind in "iub":
+            arr = arr.astype(np.float64)
+        if arr.dtype not in _FORMAT_OF_DTYPE:
+            raise ValueError(f"Tensor data must be float16, float32 or float64, got {arr.dtype}")
+        self.data: np.ndarray = arr
+        self.format: Format = as_format(format or _FORMAT_OF_DTYPE[arr.dtype])
+        self.requires_grad = bool(requires_grad)
+        self.grad: np.ndarray | None = None
+        self._parents: tuple[Tensor, ...] = ()
+        self._backward: Callable | None = None
+        self._policy: Policy | None = None
+        self.op = "leaf"
+
+    # -- graph -------------------------------------------------------------------------
+    @classmethod
+    def node(cls, data: np.ndarray, fmt: Format, parents: Sequence[Tensor],
+             backward: Callable, policy: Policy, op: str) -> Tensor:
+        """The output of operation ``op``; ``backward(g)`` gives the parents' gradients."""
+        out = cls(data, format=fmt)
+        if grad_enabled() and any(p.requires_grad for p in parents):
+            out.requires_grad = True
+            out._parents = tuple(parents)
+            out._backward = backward
+            out._policy = policy
+            out.op = op
+        return out
+
+    def graph(self) -> list[Tensor]:
+        """The tensors this one depends on (itself included), inputs before outputs."""
+        order: list[Tensor] = []
+        seen: set[int] = set()
+        stack: list[tuple[Tensor, bool]] = [(self, False)]
+        while stack:
+            t, done = stack.pop()
+            if done:
+                order.append(t)
+                continue
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            stack.append((t, True))
+            stack.extend((p, False) for p in t._parents if id(p) not in seen)
+        return order
+
+    def backward(self, gradient=None) -> None:
+        """Accumulate d(self)/d(leaf) * gradient into every tensor's ``.grad``.
+
+        ``gradient`` defaults to one (a loss scale S seeds S instead).
+        """
+        if not self.requires_grad:
+            raise ValueError("backward() on a tensor that does not require grad")
+        if gradient is None:
+            if self.data.size != 1:
+                raise ValueError(
+                    f"backward() without a gradient needs a scalar, got shape {self.shape}"
+                )
+            gradient = 1.0
+        seed = np.broadcast_to(np.asarray(gradient, dtype=np.float64), self.shape)
+        self.accumulate_grad(seed, self._policy or current())
+        for t in reversed(self.graph()):
+            if t._backward is None or t.grad is None:
+                continue
+            grads = t._backward(t.grad)
+            for parent, g in zip(t._parents, grads, strict=True):
+                if g is not None and parent.requires_grad:
+                    # A gradient passed on unchanged is already a value of t's format.
+                    parent.accumulate_grad(g, t._policy, t.format if g is t.grad else None)
+
+    def accumulate_grad(self, g, policy: Policy, source: Format | None = None) -> None:
+        """Add ``g`` (broadcast-reduced to this shape) into ``.grad``, rounded to the format.
+
+        ``source``: the format ``g``'s values are known to lie in.
+        """
+        g = np.asarray(g)
+        if g.shape != self.shape:
+            g, summed = reduce_broadcast(g, self.shape, policy, source)
+            source = policy.reduce if summed else source
+        if self.grad is not None:
+            g = self.grad + g
+            source = None
+        self.grad = numerics.round(g, self.format, policy, source)
+
+    # -- conveniences ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def item(self) -> float:
+        return float(self.data.reshape(-1)[0]) if self.data.size == 1 else float(self.data)
+
+    def detach(self) -> Tensor:
+        return Tensor(self.data, format=self.format)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor({self.data!r}, format={self.format.name}{grad})"
+
+    # Operators delegate to fpsim.autograd.ops, bound in fpsim/autograd/__init__.py.
+
+
+def as_tensor(x) -> Tensor:
+    """``x`` as a Tensor (constants get the exact format of their dtype)."""
+    return x if isinstance(x, Tensor) else Tensor(np.asarray(x, dtype=np.float64)
+                                                  if np.ndim(x) == 0 else x)
+
+
+def reduce_broadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy,
+                     source: Format | None = None) -> tuple[np.ndarray, bool]:
+    """``(g summed over the axes broadcasting added to shape, whether it was summed)``.
+
+    The sum is a reduction (``precision.numerics.sum``): its values are in ``reduce``.
+    """
+    if g.shape == shape:
+        return g, False
+    if g.ndim < len(shape):
+        return np.broadcast_to(g, shape), False
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    if not axes:
+        return np.broadcast_to(g, shape), False
+    total = numerics.sum(g, axes, policy, keepdims=True, source=source)
+    return total.reshape(shape), True
+
+
+def unbroadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy) -> np.ndarray:
+    """``g`` summed (a reduction) over the axes that broadcasting added to ``shape``."""
+    return reduce_broadcast(g, shape, policy)[0]

@@ -1,0 +1,133 @@
+"""Minibatches of one epoch: over paired arrays, and over a stream of character ids."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator
+
+import numpy as np
+
+
+def _positive_int(name: str, value: object) -> int:
+    """``value`` as an int, or a ValueError naming ``name`` unless it is a positive integer."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {number}")
+    return number
+
+
+def _fraction(name: str, value: object) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` unless it lies strictly in (0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+    if not 0.0 < float(value) < 1.0:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _seed(value: object) -> int | None:
+    """``value`` as an int seed or None, or a ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"seed must be an integer or None, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"seed must be an integer or None, got {value!r}") from None
+
+
+def batches(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    batch_size: int,
+    seed: int | None = None,
+    drop_last: bool = False,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """One epoch of ``(x_batch, y_batch)`` minibatches over arrays sharing their first dimension.
+
+    With ``seed`` the samples come in a deterministic shuffled order, without it in order.
+    Every sample appears exactly once per epoch, except the short last batch when
+    ``drop_last`` is true.  Arguments are checked at the call, not at the first batch.
+    """
+    batch_size = _positive_int("batch_size", batch_size)
+    seed = _seed(seed)
+    x = np.asarray(x)
+    y = np.asarray(y)
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError(f"x and y must be arrays with a sample dimension, got shapes "
+                         f"{x.shape} and {y.shape}")
+    if len(x) != len(y):
+        raise ValueError(f"x and y have different lengths: {len(x)} and {len(y)}")
+    n = len(x)
+    if n == 0:
+        raise ValueError("x and y are empty: no samples to batch")
+    if drop_last and n < batch_size:
+        raise ValueError(f"batch_size={batch_size} exceeds the {n} samples, so drop_last=True "
+                         f"would give no batch")
+    order = np.arange(n) if seed is None else np.random.default_rng(seed).permutation(n)
+    stop = n - n % batch_size if drop_last else n
+    return _slices(x, y, order, batch_size, stop)
+
+
+def _slices(
+    x: np.ndarray, y: np.ndarray, order: np.ndarray, batch_size: int, stop: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    for start in range(0, stop, batch_size):
+        index = order[start:start + batch_size]
+        yield x[index], y[index]
+
+
+def char_batches(
+    ids: np.ndarray,
+    *,
+    batch_size: int,
+    seq_len: int,
+    seed: int | None = None,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """One epoch of ``(inputs, targets)`` over non-overlapping windows of a 1-D id sequence.
+
+    Both are int64 of shape ``(seq_len, batch_size)`` (time-major), and ``targets`` is
+    ``inputs`` shifted one character on.  The text is cut into ``batch_size`` equal streams,
+    one per column; without ``seed`` the batches come in order, so column ``b`` of each batch
+    continues column ``b`` of the one before (an LSTM's state may be carried over).  With
+    ``seed`` the same windows come in a deterministic shuffled order.  Windows that do not
+    fit are dropped.  Arguments are checked at the call, not at the first batch.
+    """
+    batch_size = _positive_int("batch_size", batch_size)
+    seq_len = _positive_int("seq_len", seq_len)
+    seed = _seed(seed)
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"ids must be a 1-D array of character ids, got shape {ids.shape}")
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"ids must be integers, got dtype {ids.dtype}")
+    ids = ids.astype(np.int64, copy=False)
+    n = len(ids)
+    if n < seq_len + 1:
+        raise ValueError(f"seq_len={seq_len} is longer than the data: a window needs "
+                         f"seq_len + 1 = {seq_len + 1} ids, got {n}")
+    stream = (n - 1) // batch_size
+    steps = stream // seq_len
+    if steps == 0:
+        raise ValueError(f"data too short: {n} ids cut into batch_size={batch_size} streams "
+                         f"give {stream} ids each, fewer than seq_len={seq_len}")
+    starts = np.arange(batch_size) * stream + (np.arange(steps) * seq_len)[:, None]
+    if seed is not None:
+        starts = np.random.default_rng(seed).permutation(starts.ravel()).reshape(starts.shape)
+    return _windows(ids, starts, seq_len)
+
+
+def _windows(
+    ids: np.ndarray, starts: np.ndarray, seq_len: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    offsets = np.arange(seq_len)[:, None]
+    for row in starts:
+        index = row[None, :] + offsets
+        yield ids[index], ids[index + 1]

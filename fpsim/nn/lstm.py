@@ -1,0 +1,62 @@
+"""LSTM with PyTorch's parameter names, gate order (i, f, g, o) and (T, B, features) layout."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fpsim.autograd import dot, pointwise, shape
+from fpsim.autograd.tensor import as_tensor
+from fpsim.nn import init
+from fpsim.nn.module import Module, Parameter
+
+
+class LSTM(Module):
+    """``forward(x, state=None)`` with x (T, B, input_size) returns
+    ``(output (T, B, hidden), (h_n, c_n))``, h_n and c_n (num_layers, B, hidden)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1):
+        if min(input_size, hidden_size, num_layers) < 1:
+            raise ValueError("LSTM sizes must be positive")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        bound = 1 / math.sqrt(hidden_size)
+        for layer in range(num_layers):
+            inputs = input_size if layer == 0 else hidden_size
+            for name, shape_ in (("weight_ih", (4 * hidden_size, inputs)),
+                                 ("weight_hh", (4 * hidden_size, hidden_size)),
+                                 ("bias_ih", (4 * hidden_size,)), ("bias_hh", (4 * hidden_size,))):
+                setattr(self, f"{name}_l{layer}", Parameter(init.uniform(shape_, bound)))
+
+    def forward(self, x, state=None):
+        x = as_tensor(x)
+        if x.ndim != 3 or x.shape[2] != self.input_size:
+            raise ValueError(f"LSTM input must be (T, B, {self.input_size}), got {x.shape}")
+        steps, batch = x.shape[:2]
+        hidden = self.hidden_size
+        if state is None:
+            zeros = np.zeros((self.num_layers, batch, hidden))
+            state = (zeros, zeros)
+        h0, c0 = (as_tensor(s) for s in state)
+        finals_h, finals_c = [], []
+        for layer in range(self.num_layers):
+            w_ih, w_hh, b_ih, b_hh = (getattr(self, f"{n}_l{layer}")
+                                      for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+            # All time steps' input projections in one product.
+            projected = dot.linear(shape.reshape(x, (steps * batch, -1)), w_ih, b_ih)
+            projected = shape.reshape(projected, (steps, batch, 4 * hidden))
+            h, c = h0[layer], c0[layer]
+            outputs = []
+            for t in range(steps):
+                gates = pointwise.add(projected[t], dot.linear(h, w_hh, b_hh))
+                i = pointwise.sigmoid(gates[:, :hidden])
+                f = pointwise.sigmoid(gates[:, hidden: 2 * hidden])
+                g = pointwise.tanh(gates[:, 2 * hidden: 3 * hidden])
+                o = pointwise.sigmoid(gates[:, 3 * hidden:])
+                c = pointwise.add(pointwise.mul(f, c), pointwise.mul(i, g))
+                h = pointwise.mul(o, pointwise.tanh(c))
+                outputs.append(h)
+            x = shape.stack(outputs, axis=0)
+            finals_h.append(h)
+            finals_c.append(c)
+        return x, (shape.stack(finals_h, axis=0), shape.stack(finals_c, axis=0))

@@ -1,0 +1,28 @@
+"""Adam (Kingma and Ba, 2015) with PyTorch's update rule and L2 weight decay."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim.optim.optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, **options):
+        if lr <= 0 or not all(0 <= b < 1 for b in betas) or eps < 0 or weight_decay < 0:
+            raise ValueError("Adam needs lr > 0, betas in [0, 1), eps and weight_decay >= 0")
+        super().__init__(params, **options)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+
+    def update(self, p, grad, state, policy) -> np.ndarray:
+        b1, b2 = self.betas
+        if self.weight_decay:
+            grad = grad + self.weight_decay * p.data
+        t = state["step"] = state.get("step", 0) + 1
+        m = self.store(p, b1 * state.get("exp_avg", 0.0) + (1 - b1) * grad, policy)
+        v = self.store(p, b2 * state.get("exp_avg_sq", 0.0) + (1 - b2) * grad * grad, policy)
+        state["exp_avg"], state["exp_avg_sq"] = m, v
+        m_hat = np.asarray(m, np.float64) / (1 - b1**t)
+        v_hat = np.asarray(v, np.float64) / (1 - b2**t)
+        return self.lr * m_hat / (np.sqrt(v_hat) + self.eps)

@@ -1,0 +1,72 @@
+"""Optimizer base: the update ``w - u`` rounded to each parameter's format, and lost updates.
+
+An update is *absorbed* when it is nonzero and the rounded result equals the
+old weight (fpsim's ABSORBED flag: the smaller operand had no effect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from fpsim.formats import Format, as_format
+from fpsim.nn.module import Parameter
+from fpsim.precision import numerics
+from fpsim.precision.policy import Policy, as_policy
+
+
+class Optimizer:
+    """Holds parameters and per-parameter state; ``step()`` applies ``update``."""
+
+    def __init__(self, params: Iterable[Parameter], *, state_format: Format | str | None = None,
+                 policy: Policy | str | None = None):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError("the optimizer got no parameters")
+        if any(not isinstance(p, Parameter) for p in self.params):
+            raise ValueError("the optimizer takes Parameters (model.parameters())")
+        self.state_format = None if state_format is None else as_format(state_format)
+        self.policy = policy
+        self.state: dict[int, dict[str, np.ndarray]] = {}
+        self.absorbed = 0
+        self.updated = 0
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def _policy(self) -> Policy:
+        return as_policy(self.policy)
+
+    def store(self, p: Parameter, value: np.ndarray, policy: Policy) -> np.ndarray:
+        """``value`` rounded to the optimizer state's format (the parameter's by default)."""
+        return numerics.round(value, self.state_format or p.format, policy)
+
+    def step(self) -> None:
+        """Update every parameter with a gradient; counts absorbed updates."""
+        policy = self._policy()
+        self.absorbed = self.updated = 0
+        for p in self.params:
+            if p.grad is None:
+                continue
+            state = self.state.setdefault(id(p), {})
+            with np.errstate(all="ignore"):
+                delta = self.update(p, np.asarray(p.grad, dtype=np.float64), state, policy)
+            self._apply(p, delta, policy)
+
+    def update(self, p: Parameter, grad: np.ndarray, state: dict, policy: Policy) -> np.ndarray:
+        """The amount to subtract from ``p`` (before rounding)."""
+        raise NotImplementedError
+
+    def _apply(self, p: Parameter, delta: np.ndarray, policy: Policy) -> None:
+        u = numerics.round(delta, p.format, policy)
+        new, absorbed = numerics.subtract(p.data, u, p.format, policy)
+        self.absorbed += int(np.count_nonzero(absorbed & (u != 0)))
+        self.updated += int(np.count_nonzero(u != 0))
+        p.data = np.asarray(new, dtype=p.data.dtype)
+
+    @property
+    def absorbed_fraction(self) -> float:
+        """Of the last step's nonzero updates, the fraction lost to rounding."""
+        return self.absorbed / self.updated if self.updated else 0.0

@@ -1,0 +1,32 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov and weight decay
+(PyTorch's update rule)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpsim.optim.optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, **options):
+        if lr <= 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError("lr must be positive, momentum and weight_decay non-negative")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum needs momentum > 0 and no dampening")
+        super().__init__(params, **options)
+        self.lr, self.momentum, self.dampening = lr, momentum, dampening
+        self.weight_decay, self.nesterov = weight_decay, nesterov
+
+    def update(self, p, grad, state, policy) -> np.ndarray:
+        if self.weight_decay:
+            grad = grad + self.weight_decay * p.data
+        if self.momentum:
+            if "momentum_buffer" in state:
+                buf = self.momentum * state["momentum_buffer"] + (1 - self.dampening) * grad
+            else:
+                buf = grad
+            state["momentum_buffer"] = buf = self.store(p, buf, policy)
+            grad = grad + self.momentum * buf if self.nesterov else buf
+        return self.lr * grad

@@ -1,0 +1,139 @@
+"""The arithmetic a policy stands for: rounding, dot products and sums, emulated or native.
+
+Emulated values live in float64 arrays holding values of their format; native
+values live in the format's own NumPy dtype and use NumPy's arithmetic.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from fpsim.accumulation import matmul as emulated_matmul
+from fpsim.accumulation import sum as emulated_sum
+from fpsim.accumulation.matmul import accumulate
+from fpsim.arithmetic import sub as emulated_sub
+from fpsim.flags import ABSORBED
+from fpsim.formats import MAX_ARITH_MAN_BITS, Format
+from fpsim.precision.policy import Policy
+from fpsim.rounding import round as round_to
+
+_streams: dict[int, itertools.count] = {}
+
+
+def is_exact(fmt: Format) -> bool:
+    """Whether float64 holds every value of ``fmt`` with nothing to round."""
+    return fmt.man_bits >= 52 and fmt.exp_bits >= 11
+
+
+def dtype(fmt: Format, policy: Policy) -> np.dtype:
+    """The array dtype that stores values of ``fmt`` under ``policy``."""
+    return fmt.dtype if policy.native else np.dtype(np.float64)
+
+
+def _seed(policy: Policy, rounding: str) -> int | None:
+    if rounding != "stochastic" or policy.seed is None:
+        return None
+    return policy.seed * (1 << 32) + next(_streams.setdefault(policy.seed, itertools.count()))
+
+
+def covers(wide: Format, narrow: Format) -> bool:
+    """Whether every value of ``narrow`` is a value of ``wide``."""
+    return (
+        wide.man_bits >= narrow.man_bits
+        and wide.emax >= narrow.emax
+        and wide.emin <= narrow.emin
+        and (wide.infinities or not narrow.infinities)
+    )
+
+
+def round(x, fmt: Format, policy: Policy, source: Format | None = None) -> np.ndarray:
+    """``x`` rounded to ``fmt`` with the policy's rounding mode and subnormals.
+
+    ``source``: a format ``x``'s values are known to lie in (nothing to round
+    when ``fmt`` covers it).
+    """
+    if policy.native:
+        return np.asarray(x).astype(fmt.dtype, copy=False)
+    x = np.asarray(x, dtype=np.float64)
+    if is_exact(fmt) or (source is not None and covers(fmt, source)):
+        return x
+    return round_to(
+        x, fmt, policy.rounding, subnormals=policy.subnormals, seed=_seed(policy, policy.rounding)
+    )
+
+
+def subtract(a: np.ndarray, b: np.ndarray, fmt: Format, policy: Policy):
+    """``(a - b rounded to fmt, absorbed)``: absorbed marks a nonzero ``b`` with no effect.
+
+    Emulated formats use ``fpsim.sub`` and its ABSORBED flag.
+    """
+    if policy.native or fmt.man_bits > MAX_ARITH_MAN_BITS:
+        with np.errstate(all="ignore"):
+            result = round(a - b, fmt, policy)
+        return result, (b != 0) & (result == a)
+    result, flags = emulated_sub(
+        np.asarray(a, np.float64), np.asarray(b, np.float64), fmt, policy.rounding,
+        subnormals=policy.subnormals, seed=_seed(policy, policy.rounding), flags=True,
+    )
+    return result, (np.asarray(flags) & ABSORBED) != 0
+
+
+def matmul(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
+    """``a @ b`` as a dot-product operation: accumulated in ``accum``, stored in ``compute``."""
+    if policy.native:
+        work = policy.accum.dtype
+        return np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
+    if is_exact(policy.accum):
+        return round(np.matmul(a, b), policy.compute, policy)
+    options = dict(accum=policy.accum, rounding=policy.accum_rounding, order=policy.order,
+                   subnormals=policy.subnormals, seed=_seed(policy, policy.accum_rounding))
+    if policy.compute.dtype.itemsize <= 4:
+        # Compute-format values are float32 values: their products are exact, as
+        # fpsim.matmul requires; skip its check.
+        result = accumulate(a, b, products="exact", out=None, c=None, saturate=False,
+                            random_bits=None, stats=False, **options)
+    else:
+        result = emulated_matmul(a, b, **options)
+    return round(result, policy.compute, policy)
+
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    """``axis`` (None, an int or a tuple of ints) as sorted non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise ValueError(f"axis {a} is out of range for {ndim} dimensions")
+        out.append(int(a) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {axis!r}")
+    return tuple(sorted(out))
+
+
+def sum(x: np.ndarray, axis, policy: Policy, keepdims: bool = False,
+        source: Format | None = None) -> np.ndarray:
+    """The sum of ``x`` over ``axis`` (int, tuple or None), accumulated in ``reduce``
+    (``x`` first rounded there unless ``source``, its values' format, fits)."""
+    fmt = policy.reduce
+    if policy.native:
+        return np.sum(x.astype(fmt.dtype, copy=False), axis=axis, keepdims=keepdims)
+    x = round(x, fmt, policy, source)
+    if is_exact(fmt):
+        return np.sum(x, axis=axis, keepdims=keepdims)
+    axes = normalize_axes(axis, x.ndim)
+    rest = tuple(i for i in range(x.ndim) if i not in axes)
+    moved = np.transpose(x, rest + axes)
+    flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
+    total = emulated_sum(
+        flat, axis=-1 if flat.ndim > 1 else None, accum=fmt, rounding=policy.accum_rounding,
+        order=policy.order, subnormals=policy.subnormals,
+        seed=_seed(policy, policy.accum_rounding),
+    )
+    total = np.asarray(total, dtype=np.float64)
+    if keepdims:
+        total = total.reshape(tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
+    return total

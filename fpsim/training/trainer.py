@@ -1,0 +1,100 @@
+"""One training step under a precision policy and a loss scale (the paper's recipe):
+forward and backward in the policy's formats with the loss scaled by S, gradients
+unscaled into the parameters' format, a skipped step on inf/NaN, optional
+clipping, the optimizer's update, and what happened, measured."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from fpsim.autograd.tensor import Tensor
+from fpsim.nn.module import Module
+from fpsim.optim.optimizer import Optimizer
+from fpsim.precision import numerics
+from fpsim.precision.policy import Policy, as_policy
+from fpsim.training.loss_scale import NoLossScale, as_loss_scale
+from fpsim.training.monitor import GradientCounts, gradients
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one step did."""
+
+    loss: float
+    loss_scale: float
+    skipped: bool
+    grad_norm: float
+    absorbed_fraction: float
+    activation_grads: GradientCounts
+    weight_grads: GradientCounts
+
+
+class Trainer:
+    """Trains ``model`` with ``optimizer`` under ``policy`` and ``loss_scale``.
+
+    The model's parameters are rounded to ``policy.params`` (fp32 with a master
+    copy; the compute format without one). ``loss_scale``: None, a number, "dynamic"
+    or a loss-scale object. With a loss scale, a step whose gradients are not all
+    finite is skipped; without one it is applied (and may diverge).
+    """
+
+    def __init__(self, model: Module, optimizer: Optimizer, policy: Policy | str = "mixed",
+                 loss_scale=None, clip_norm: float | None = None, monitor: bool = True):
+        self.policy = as_policy(policy)
+        self.model = model.to(self.policy)
+        self.optimizer = optimizer
+        optimizer.policy = self.policy
+        self.loss_scale = as_loss_scale(loss_scale)
+        if clip_norm is not None and not clip_norm > 0:
+            raise ValueError(f"clip_norm must be positive, got {clip_norm}")
+        self.clip_norm = clip_norm
+        self.monitor = monitor
+        self.steps = 0
+        self.skipped = 0
+
+    def step(self, closure: Callable[[], Tensor]) -> StepReport:
+        """Run ``closure()`` (forward, returning the loss) and one optimizer step."""
+        p = self.policy
+        params = self.optimizer.params
+        with p:
+            loss = closure()
+            if not isinstance(loss, Tensor) or loss.size != 1:
+                raise ValueError("the closure must return the scalar loss Tensor")
+            for t in params:
+                t.grad = None
+            scale = self.loss_scale.scale
+            loss.backward(scale)
+            acts, weights = gradients(loss, p.compute) if self.monitor else ([], [])
+            grads = [t.grad for t in params if t.grad is not None]
+            found_inf = not all(np.all(np.isfinite(g)) for g in grads)
+            skip = found_inf and not isinstance(self.loss_scale, NoLossScale)
+            norm = float("nan")
+            absorbed = 0.0
+            if not skip:
+                for t in params:
+                    if t.grad is not None and scale != 1:
+                        t.grad = numerics.round(t.grad / scale, t.format, p)
+                norm = self._clip([t for t in params if t.grad is not None], p)
+                self.optimizer.step()
+                absorbed = self.optimizer.absorbed_fraction
+            self.loss_scale.update(found_inf)
+        self.steps += 1
+        self.skipped += int(skip)
+        return StepReport(
+            loss=float(loss.item()), loss_scale=scale, skipped=skip, grad_norm=norm,
+            absorbed_fraction=absorbed, activation_grads=GradientCounts.of(acts, p.compute),
+            weight_grads=GradientCounts.of(weights, p.compute),
+        )
+
+    def _clip(self, params: list, p: Policy) -> float:
+        """The global gradient norm (in binary64); rescale to ``clip_norm`` if above."""
+        norm = float(np.sqrt(sum(float(np.sum(np.square(t.grad, dtype=np.float64)))
+                                 for t in params)))
+        if self.clip_norm is not None and norm > self.clip_norm:
+            factor = self.clip_norm / (norm + 1e-6)
+            for t in params:
+                t.grad = numerics.round(t.grad * factor, t.format, p)
+        return norm
