@@ -328,3 +328,15 @@ def test_public_names():
         "Split", "TextCorpus", "batches", "char_batches", "load_digits", "load_text",
         "make_classification", "make_regression",
     }
+
+
+def test_digits_standardized_with_training_statistics():
+    from fpsim.data import load_digits
+
+    raw = load_digits(seed=4)
+    std = load_digits(seed=4, standardize=True)
+    np.testing.assert_array_equal(raw.y_train, std.y_train)
+    mean, scale = raw.x_train.mean(axis=0), raw.x_train.std(axis=0) + 0.01
+    np.testing.assert_allclose(std.x_train, (raw.x_train - mean) / scale)
+    np.testing.assert_allclose(std.x_test, (raw.x_test - mean) / scale)
+    assert np.all(np.abs(std.x_train.mean(axis=0)) < 1e-12)

@@ -33,8 +33,12 @@ def _raw_digits() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def load_digits(*, seed: int = 0, test_fraction: float = 0.25, images: bool = False) -> Split:
+def load_digits(*, seed: int = 0, test_fraction: float = 0.25, images: bool = False,
+                standardize: bool = False) -> Split:
     """The 1797 scikit-learn digits, pixels scaled to [0, 1], in a stratified split.
+
+    ``standardize``: each pixel shifted and scaled by the training part's mean and
+    standard deviation (plus 0.01, for the constant border pixels) instead.
 
     Features are float64 of shape ``(n, 64)``, or ``(n, 1, 8, 8)`` with ``images``; labels
     are int64 in 0..9.  The split is fixed by ``seed``: each class puts ``test_fraction`` of
@@ -58,10 +62,14 @@ def load_digits(*, seed: int = 0, test_fraction: float = 0.25, images: bool = Fa
     if len(train) == 0 or len(test) == 0:
         raise ValueError(f"test_fraction={test_fraction} leaves the training or test part empty")
     shape = (-1, 1, 8, 8) if images else (-1, 64)
+    x_train, x_test = x[train], x[test]
+    if standardize:
+        mean, std = x_train.mean(axis=0), x_train.std(axis=0) + 0.01
+        x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
     return Split(
-        x_train=x[train].reshape(shape),
+        x_train=x_train.reshape(shape),
         y_train=y[train],
-        x_test=x[test].reshape(shape),
+        x_test=x_test.reshape(shape),
         y_test=y[test],
         classes=10,
     )

@@ -1,0 +1,199 @@
+"""Precision-policy semantics: what each format setting does to values and gradients.
+
+Representability is checked with NumPy's own float16/float32 conversions
+(correctly rounded casts), independent of fpsim's rounding code.
+"""
+
+import numpy as np
+import pytest
+
+import fpsim
+from fpsim import nn
+from fpsim.nn import functional as F
+from fpsim.precision import Policy, parse
+
+
+def in_fp16(v) -> bool:
+    v = np.asarray(v, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return bool(np.all((v.astype(np.float16).astype(np.float64) == v) | np.isnan(v)))
+
+
+def in_fp32(v) -> bool:
+    v = np.asarray(v, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return bool(np.all((v.astype(np.float32).astype(np.float64) == v) | np.isnan(v)))
+
+
+def models():
+    nn.manual_seed(3)
+    rng = np.random.default_rng(3)
+    mlp = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4))
+    cnn = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(),
+                        nn.Conv2d(3, 4, 3, stride=2), nn.Flatten(), nn.Linear(36, 4))
+
+    class LM(nn.Module):
+        def __init__(self):
+            self.embed = nn.Embedding(5, 4)
+            self.lstm = nn.LSTM(4, 6)
+            self.head = nn.Linear(6, 5)
+
+        def forward(self, ids):
+            out, _ = self.lstm(self.embed(ids))
+            return self.head(F.reshape(out, (-1, 6)))
+
+    return [
+        (mlp, lambda m: F.cross_entropy(m(rng.normal(size=(5, 6))), np.arange(5) % 4)),
+        (cnn, lambda m: F.cross_entropy(m(rng.random((3, 1, 8, 8))), np.array([0, 1, 3]))),
+        (LM(), lambda m: F.cross_entropy(m(rng.integers(0, 5, (4, 2))),
+                                         rng.integers(0, 5, 8))),
+    ]
+
+
+@pytest.mark.parametrize("case", range(3), ids=["mlp", "cnn", "lstm"])
+def test_fp16_compute_keeps_every_activation_and_gradient_in_fp16(case):
+    policy = parse("mixed")
+    with policy:
+        model, loss_fn = models()[case]
+        model.to(policy)
+        loss = loss_fn(model)
+        loss.backward(1024.0)
+    activations = 0
+    for t in loss.graph():
+        if t is loss:
+            assert t.format == policy.output
+            continue
+        if t.op == "leaf":
+            continue
+        assert t.format.name in ("fp16", "fp32"), t.op
+        if t.format.name == "fp16":
+            activations += 1
+            assert in_fp16(t.data), t.op
+            assert t.grad is not None and in_fp16(t.grad), t.op
+        else:  # parameters in fp32 used by normalization (reduce format)
+            assert t.op in ("cast", "reshape")
+    assert activations > 5
+    for p in model.parameters():
+        assert p.format.name == "fp32" and in_fp32(p.data) and in_fp32(p.grad)
+
+
+def test_fp16_gradients_underflow_without_scaling():
+    """A loss gradient of 2**-20 spread over 64 logits underflows in fp16 unscaled."""
+    with parse("mixed"):
+        logits = fpsim.tensor(np.zeros((64, 10)), requires_grad=True)
+        x = F.mul(logits, 1.0)
+        loss = F.cross_entropy(x, np.zeros(64, dtype=np.int64))
+        loss.backward(2.0**-20)
+        assert np.all(x.grad[:, 1:] == 0)  # (0.1 / 64) * 2**-20 < 2**-25: rounds to zero
+        loss.backward(2.0**-20 * 2.0**16)  # scaled: representable
+    assert np.all(x.grad[:, 1:] != 0)
+
+
+def test_accum_fp16_linear_is_fpsim_matmul():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 300))
+    w = rng.normal(size=(5, 300))
+    x16, w16 = fpsim.round(x, "fp16"), fpsim.round(w, "fp16")
+    with parse("mixed,accum=fp16,order=sequential"):
+        y = F.linear(x, w).data
+    expected = fpsim.round(fpsim.matmul(x16, w16.T, accum="fp16"), "fp16")
+    np.testing.assert_array_equal(y, expected)
+    with parse("mixed"):
+        y32 = F.linear(x, w).data
+    assert np.any(y32 != y)  # the accumulator matters for K = 300
+    # fp32 accumulation: exact fp16 products summed in float32, then rounded to fp16.
+    ref = (x16.astype(np.float32) @ w16.T.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(y32, ref.astype(np.float64))
+
+
+def test_master_copy_stays_fp32_and_model_copy_is_its_rounding():
+    from fpsim.data import load_digits
+
+    data = load_digits(seed=1)
+    nn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
+    opt = fpsim.optim.SGD(model.parameters(), lr=0.05)
+    trainer = fpsim.training.Trainer(model, opt, "mixed", loss_scale="dynamic")
+    x, y = data.x_train[:32], data.y_train[:32]
+    for _ in range(5):
+        trainer.step(lambda: F.cross_entropy(model(x), y))
+    params = model.parameters()
+    assert all(in_fp32(p.data) for p in params)
+    assert not all(in_fp16(p.data) for p in params)  # the master copy is wider
+    with trainer.policy:
+        loss = F.cross_entropy(model(x), y)
+    copies = [t for t in loss.graph() if t.op == "cast" and t._parents[0] in params]
+    assert len(copies) == 4
+    for c in copies:
+        assert c.format.name == "fp16"
+        np.testing.assert_array_equal(
+            c.data, c._parents[0].data.astype(np.float16).astype(np.float64))
+
+
+def test_no_master_weights_live_in_fp16_and_absorbed_updates_are_counted():
+    nn.manual_seed(1)
+    policy = parse("mixed,params=fp16")
+    assert not policy.master_weights
+    model = nn.Linear(4, 3)
+    opt = fpsim.optim.SGD(model.parameters(), lr=1e-4)
+    trainer = fpsim.training.Trainer(model, opt, policy)
+    x = np.random.default_rng(0).normal(size=(16, 4))
+    before = [p.data.copy() for p in model.parameters()]
+    report = trainer.step(lambda: F.mse_loss(model(x), np.zeros((16, 3))))
+    for b, p in zip(before, model.parameters(), strict=True):
+        assert in_fp16(p.data)
+        # Independent count: a nonzero fp16 update u that leaves w unchanged.
+        u = (1e-4 * p.grad).astype(np.float16).astype(np.float64)
+        lost = np.count_nonzero((u != 0) & ((b - u).astype(np.float16) == b))
+        assert lost == np.count_nonzero((u != 0) & (p.data == b))
+    assert report.absorbed_fraction > 0.5  # lr * grad is far below half an ulp of w
+
+
+def test_native_policy_uses_hardware_dtypes():
+    nn.manual_seed(0)
+    policy = parse("native_fp16")
+    with policy:
+        model = nn.Linear(3, 2).to(policy)
+        y = model(np.ones((4, 3)))
+        loss = F.mse_loss(y, np.zeros((4, 2)))
+        loss.backward()
+    assert y.data.dtype == np.float16
+    assert loss.data.dtype == np.float32
+    assert model.weight.data.dtype == np.float32 and model.weight.grad.dtype == np.float32
+
+
+def test_override_changes_one_operation():
+    policy = parse("mixed,tanh.compute=fp32")
+    assert policy.for_op("tanh").compute.name == "fp32"
+    assert policy.for_op("relu").compute.name == "fp16"
+    x = np.linspace(-1, 1, 50)
+    with policy:
+        y = F.tanh(x)
+    assert y.format.name == "fp32" and not in_fp16(y.data)
+    assert "tanh.compute=fp32" in str(policy)
+    assert parse(str(policy)) == policy
+
+
+@pytest.mark.parametrize("text, message", [
+    ("mixd", "unknown policy preset"),
+    ("compute=fp17", "unknown format"),
+    ("comptue=fp16", "unknown policy key"),
+    ("native_fp16,compute=bf16", "native policy needs formats"),
+    ("mixed,order=random", "unknown order"),
+    ("mixed,rounding=nearest", "unknown rounding mode"),
+    ("", "a policy string needs"),
+])
+def test_bad_policy_strings_name_the_problem(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse(text)
+
+
+def test_policy_fields_and_presets():
+    p = parse("params=fp32,compute=fp16,accum=fp32")
+    assert p == parse("mixed") == Policy(compute="fp16")
+    assert p.master_weights
+    assert parse("fp16").params.name == "fp16"
+    assert parse("bf16").compute.name == "bf16"
+    with p:
+        assert fpsim.precision.current() is p
+    assert fpsim.precision.current() == Policy()
