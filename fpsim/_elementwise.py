@@ -76,28 +76,30 @@ def elementwise(
         )
     arrays = {name: as_float_array(x, name) for name, x in operands.items()}
     shape = broadcast(arrays)
-    backend = get_backend()
     dtype = np.result_type(*arrays.values(), fmt.dtype)
     work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
     out = np.empty(shape, dtype=work)
     flag_out = np.zeros(shape, dtype=np.uint8) if flags else None
-    key = stream_key(seed) if spec[7] == STOCHASTIC else None
-    bad = backend.apply(
-        kernel,
-        [flat_operand(a, shape) for a in arrays.values()],
-        out.reshape(-1),
-        None if flag_out is None else flag_out.reshape(-1),
-        spec,
-        key,
-        check=arithmetic,
-    )
+    bad = run(kernel, [flat_operand(a, shape) for a in arrays.values()], out, flag_out, spec,
+              seed, check=arithmetic)
     if bad:
-        _raise_unrepresentable(backend, arrays, spec, fmt)
+        _raise_unrepresentable(get_backend(), arrays, spec, fmt)
     result = out.astype(dtype, copy=False)
     if all(a.ndim == 0 for a in arrays.values()):
         result = result[()]
         flag_out = None if flag_out is None else flag_out[()]
     return (result, flag_out) if flags else result
+
+
+def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarray | None,
+        spec: tuple, seed, check: bool = False) -> int:
+    """The backend call alone: ``kernel`` over contiguous 1-D float32/float64 operands into
+    ``out`` (and ``flag_out``); returns how many operands were unrepresentable (``check``)."""
+    key = stream_key(seed) if spec[7] == STOCHASTIC else None
+    return get_backend().apply(
+        kernel, flat, out.reshape(-1), None if flag_out is None else flag_out.reshape(-1),
+        spec, key, check=check,
+    )
 
 
 def _raise_unrepresentable(backend, arrays: dict, spec: tuple, fmt: Format) -> None:

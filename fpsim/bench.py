@@ -1,10 +1,12 @@
-"""Benchmarks: ``python -m fpsim.bench [elementwise|matmul]`` (both by default).
+"""Benchmarks: ``python -m fpsim.bench [elementwise|matmul|train]`` (all by default).
 
 elementwise: million elements per second of ``round`` in every mode and of
 add, mul and fma, beside the same run's ``np.copyto`` and float16 round-trip
 cast, as ratios. matmul: emulated matrix products beside float32
-``np.matmul`` of the same shape, as time ratios. Medians over repeats, timed
-in pairs with their reference; the machine is shared and noisy.
+``np.matmul`` of the same shape, as time ratios. train: one training step of
+the digits MLP and a small CNN under emulated policies, as time ratios to the
+same step in plain float32 (no emulation). Medians over repeats, timed in
+pairs with their reference; the machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -117,10 +119,56 @@ def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> l
     return rows
 
 
+TRAIN_POLICIES = (
+    ("emulated mixed precision", "mixed", "dynamic"),
+    ("emulated fp16 accumulation", "mixed,accum=fp16,order=sequential", "dynamic"),
+)
+
+
+def training_step(model_name: str, policy: str, loss_scale, batch: int = 64):
+    """A function running one training step of ``model_name`` under ``policy``."""
+    from fpsim import nn, optim
+    from fpsim.nn import functional as F
+    from fpsim.training import Trainer
+
+    nn.manual_seed(0)
+    rng = np.random.default_rng(0)
+    if model_name == "digits MLP":
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        x = rng.random((batch, 64))
+    else:
+        model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+                              nn.Conv2d(8, 16, 3, stride=2), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(144, 10))
+        x = rng.random((batch, 1, 8, 8))
+    y = rng.integers(0, 10, batch)
+    opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    trainer = Trainer(model, opt, policy, loss_scale=loss_scale, monitor=False)
+    return partial(trainer.step, lambda: F.cross_entropy(model(x), y))
+
+
+def run_training(repeats: int = 50) -> list[tuple]:
+    """Rows of (model, policy, ms per step, time ratio to the float32 step)."""
+    rows = []
+    for model_name in ("digits MLP", "small CNN"):
+        reference = training_step(model_name, "native_fp32", None)
+        for _ in range(5):
+            reference()
+        rows.append((model_name, "fp32 (no emulation)",
+                     median_seconds(reference, repeats) * 1e3, 1.0))
+        for what, policy, scale in TRAIN_POLICIES:
+            step = training_step(model_name, policy, scale)
+            for _ in range(5):
+                step()
+            seconds, speed = measure(step, reference, repeats)
+            rows.append((model_name, what, seconds * 1e3, 1 / speed))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=["all", "elementwise", "matmul"])
+                        choices=["all", "elementwise", "matmul", "train"])
     parser.add_argument("-n", type=int, default=10_000_000, help="elements (default 10M)")
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
@@ -140,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'product':26} {'n':>5} {'seconds':>9} {'x BLAS':>8}")
         for what, n, seconds, ratio in run_matmul(sizes, min(args.repeats, 3), args.backend):
             print(f"{what:26} {n:5d} {seconds:9.4f} {ratio:8.1f}")
+    if args.which in ("all", "train"):
+        print("\ntraining step, batch 64, SGD with momentum; ratio: median time / the "
+              "float32 step's (timed in pairs)")
+        print(f"{'model':12} {'policy':28} {'ms/step':>8} {'x fp32':>7}")
+        for model_name, what, ms, ratio in run_training(max(args.repeats, 30)):
+            print(f"{model_name:12} {what:28} {ms:8.2f} {ratio:7.2f}")
     return 0
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from fpsim.accumulation.conv import im2col
 from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.shape import transpose
-from fpsim.autograd.tensor import Tensor, unbroadcast
+from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 
 
@@ -28,13 +28,18 @@ def matmul(a, b) -> Tensor:
     y = numerics.matmul(a.data, b.data, p)
 
     def backward(g):
-        ga = numerics.matmul(g, _swap(b.data), p)
-        if b.ndim == 2 and a.ndim > 2:  # one matrix shared by the batch: one product over it
+        # Products come out in the compute format; broadcast batches are summed later.
+        ga = gb = None
+        if a.requires_grad:
+            ga = (numerics.matmul(g, _swap(b.data), p), p.compute)
+        if b.requires_grad and b.ndim == 2 and a.ndim > 2:
+            # One matrix shared by the batch: one product over the whole batch.
             k = a.shape[-1]
-            gb = numerics.matmul(a.data.reshape(-1, k).T, g.reshape(-1, g.shape[-1]), p)
-        else:
-            gb = unbroadcast(numerics.matmul(_swap(a.data), g, p), b.shape, p)
-        return unbroadcast(ga, a.shape, p), gb
+            gb = (numerics.matmul(a.data.reshape(-1, k).T, g.reshape(-1, g.shape[-1]), p),
+                  p.compute)
+        elif b.requires_grad:
+            gb = (numerics.matmul(_swap(a.data), g, p), p.compute)
+        return ga, gb
 
     return Tensor.node(y, p.compute, (a, b), backward, p, "matmul")
 
@@ -101,10 +106,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0) -> Tensor:
     y, cols = _correlate(x.data, w.data, stride, padding, p)
 
     def backward(g):
-        o = w.shape[0]
-        gw = numerics.matmul(g.transpose(1, 0, 2, 3).reshape(o, -1), cols, p)
-        gx = _input_gradient(g, w.data, x.shape, stride, padding, p)
-        return gx, gw.reshape(w.shape)
+        gx = gw = None
+        if w.requires_grad:
+            o = w.shape[0]
+            gw = numerics.matmul(g.transpose(1, 0, 2, 3).reshape(o, -1), cols, p)
+            gw = (gw.reshape(w.shape), p.compute)
+        if x.requires_grad:
+            gx = (_input_gradient(g, w.data, x.shape, stride, padding, p), p.compute)
+        return gx, gw
 
     out = Tensor.node(np.ascontiguousarray(y), p.compute, (x, w), backward, p, "conv2d")
     return out if bias is None else add(out, reshape(bias, (1, -1, 1, 1)))

@@ -11,10 +11,15 @@ from fpsim.autograd.tensor import Tensor, as_tensor
 from fpsim.precision import numerics
 
 
-def _move(name: str, x, forward, backward) -> Tensor:
+def _move(name: str, x, forward, backward, exact: bool = True) -> Tensor:
+    """``exact``: the backward moves values without adding any (they stay in the format)."""
     x = as_tensor(x)
     p = op_policy(name)
-    return Tensor.node(forward(x.data), x.format, (x,), lambda g: (backward(g),), p, name)
+
+    def grads(g):
+        return ((backward(g), x.format) if exact else backward(g),)
+
+    return Tensor.node(forward(x.data), x.format, (x,), grads, p, name)
 
 
 def reshape(x, *shape) -> Tensor:
@@ -44,7 +49,7 @@ def getitem(x, index) -> Tensor:
         np.add.at(out, index, g)
         return out
 
-    return _move("getitem", x, lambda v: v[index], backward)
+    return _move("getitem", x, lambda v: v[index], backward, exact=False)
 
 
 def cat(tensors: Sequence, axis: int = 0) -> Tensor:

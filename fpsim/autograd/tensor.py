@@ -60,7 +60,8 @@ class Tensor:
     @classmethod
     def node(cls, data: np.ndarray, fmt: Format, parents: Sequence[Tensor],
              backward: Callable, policy: Policy, op: str) -> Tensor:
-        """The output of operation ``op``; ``backward(g)`` gives the parents' gradients."""
+        """The output of operation ``op``; ``backward(g)`` gives the parents' gradients
+        (None for none, or ``(gradient, format its values are in)``)."""
         out = cls(data, format=fmt)
         if grad_enabled() and any(p.requires_grad for p in parents):
             out.requires_grad = True
@@ -107,9 +108,14 @@ class Tensor:
                 continue
             grads = t._backward(t.grad)
             for parent, g in zip(t._parents, grads, strict=True):
-                if g is not None and parent.requires_grad:
-                    # A gradient passed on unchanged is already a value of t's format.
-                    parent.accumulate_grad(g, t._policy, t.format if g is t.grad else None)
+                if g is None or not parent.requires_grad:
+                    continue
+                # A gradient passed on unchanged is already a value of t's format; an
+                # operation may also say which format its gradient is in: (g, format).
+                source = t.format if g is t.grad else None
+                if isinstance(g, tuple):
+                    g, source = g
+                parent.accumulate_grad(g, t._policy, source)
 
     def accumulate_grad(self, g, policy: Policy, source: Format | None = None) -> None:
         """Add ``g`` (broadcast-reduced to this shape) into ``.grad``, rounded to the format.

@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 
+from fpsim._elementwise import make_spec, run
 from fpsim.accumulation import matmul as emulated_matmul
 from fpsim.accumulation import sum as emulated_sum
 from fpsim.accumulation.matmul import accumulate
@@ -17,7 +18,6 @@ from fpsim.arithmetic import sub as emulated_sub
 from fpsim.flags import ABSORBED
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format
 from fpsim.precision.policy import Policy
-from fpsim.rounding import round as round_to
 
 _streams: dict[int, itertools.count] = {}
 
@@ -59,9 +59,12 @@ def round(x, fmt: Format, policy: Policy, source: Format | None = None) -> np.nd
     x = np.asarray(x, dtype=np.float64)
     if is_exact(fmt) or (source is not None and covers(fmt, source)):
         return x
-    return round_to(
-        x, fmt, policy.rounding, subnormals=policy.subnormals, seed=_seed(policy, policy.rounding)
-    )
+    # fpsim.round without its input checks: x is a float64 array already.
+    spec = make_spec(fmt, policy.rounding, policy.subnormals, False, None)
+    out = np.empty(x.shape)
+    run("round_value", [np.ascontiguousarray(x).reshape(-1)], out, None, spec,
+        _seed(policy, policy.rounding))
+    return out
 
 
 def subtract(a: np.ndarray, b: np.ndarray, fmt: Format, policy: Policy):
