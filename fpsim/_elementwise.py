@@ -92,13 +92,16 @@ def elementwise(
 
 
 def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarray | None,
-        spec: tuple, seed, check: bool = False) -> int:
+        spec: tuple, seed, check: bool = False, hot: bool = False) -> int:
     """The backend call alone: ``kernel`` over contiguous 1-D float32/float64 operands into
-    ``out`` (and ``flag_out``); returns how many operands were unrepresentable (``check``)."""
+    ``out`` (and ``flag_out``); returns how many operands were unrepresentable (``check``).
+
+    ``hot``: the caller repeats this spec many times (worth a loop compiled for it).
+    """
     key = stream_key(seed) if spec[7] == STOCHASTIC else None
     return get_backend().apply(
         kernel, flat, out.reshape(-1), None if flag_out is None else flag_out.reshape(-1),
-        spec, key, check=check,
+        spec, key, check=check, hot=hot,
     )
 
 

@@ -2,7 +2,7 @@
 
 The interface is narrow. A backend has a ``name`` and two methods:
 
-- ``apply(kernel, operands, out, flags, spec, key, check=False)``: evaluate the
+- ``apply(kernel, operands, out, flags, spec, key, check=False, hot=False)``: evaluate the
   kernel named ``kernel`` (``"round_value"``, ``"op_add"``, ...) elementwise
   over the 1-D, equally long float32/float64 ``operands``, writing ``out`` and,
   unless ``flags`` is None, the uint8 ``flags``. ``key`` (uint64) keys the

@@ -105,6 +105,13 @@ class Backend:
         self._loops: dict = {}
 
     def _loop(self, template, parallel=True, **binding):
+        fast = (template, parallel, *binding.items())  # call sites keep their keyword order
+        loop = self._loops.get(fast)
+        if loop is None:
+            loop = self._loops[fast] = self._compile(template, parallel, binding)
+        return loop
+
+    def _compile(self, template, parallel, binding):
         key = (template.__name__, parallel, *sorted(binding.items()))
         if key not in self._loops:
             namespace = dict(vars(numba_loops))
@@ -122,7 +129,8 @@ class Backend:
             self._loops[key] = numba.njit(parallel=parallel, cache=True)(func)
         return self._loops[key]
 
-    def apply(self, kernel, operands, out, flags, spec, key, check=False) -> int:
+    def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
+        """``hot``: a call repeated with this spec (a training run): compile for it at any size."""
         x = operands[0]
         y = operands[1] if len(operands) > 1 else x
         z = operands[2] if len(operands) > 2 else x
@@ -133,7 +141,7 @@ class Backend:
             WANT_FLAGS=flags is not None,
             STOCHASTIC=key is not None,
             CHECK=check,
-            SPEC=spec if out.size >= SPECIALISE_FROM else None,
+            SPEC=spec if hot or out.size >= SPECIALISE_FROM else None,
         )
         return int(loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
                         np.uint64(0 if key is None else key), spec))

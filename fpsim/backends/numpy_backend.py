@@ -30,7 +30,7 @@ class Backend:
     def __init__(self) -> None:
         self.kernels = instantiate(PRIMITIVES)
 
-    def apply(self, kernel, operands, out, flags, spec, key, check=False) -> int:
+    def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
         func = self.kernels[kernel]
         representable = self.kernels["representable"]
         want_flags = flags is not None

@@ -63,7 +63,7 @@ def round(x, fmt: Format, policy: Policy, source: Format | None = None) -> np.nd
     spec = make_spec(fmt, policy.rounding, policy.subnormals, False, None)
     out = np.empty(x.shape)
     run("round_value", [np.ascontiguousarray(x).reshape(-1)], out, None, spec,
-        _seed(policy, policy.rounding))
+        _seed(policy, policy.rounding), hot=True)
     return out
 
 
