@@ -197,3 +197,23 @@ def test_policy_fields_and_presets():
     with p:
         assert fpsim.precision.current() is p
     assert fpsim.precision.current() == Policy()
+
+
+def _stochastic_run(seed: int) -> list[np.ndarray]:
+    nn.manual_seed(0)
+    policy = parse(f"fp16,rounding=stochastic,seed={seed}")
+    model = nn.Linear(4, 3)
+    opt = fpsim.optim.SGD(model.parameters(), lr=0.01)
+    trainer = fpsim.training.Trainer(model, opt, policy)
+    x = np.random.default_rng(0).normal(size=(8, 4))
+    for _ in range(3):
+        trainer.step(lambda: F.mse_loss(model(x), np.ones((8, 3))))
+    return [p.data.copy() for p in model.parameters()]
+
+
+def test_stochastic_rounding_policy_is_reproducible_with_a_seed():
+    a, b, c = _stochastic_run(5), _stochastic_run(5), _stochastic_run(6)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+        assert in_fp16(x)
+    assert any(np.any(x != z) for x, z in zip(a, c, strict=True))

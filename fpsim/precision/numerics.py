@@ -19,8 +19,6 @@ from fpsim.flags import ABSORBED
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format
 from fpsim.precision.policy import Policy
 
-_streams: dict[int, itertools.count] = {}
-
 
 def is_exact(fmt: Format) -> bool:
     """Whether float64 holds every value of ``fmt`` with nothing to round."""
@@ -33,9 +31,15 @@ def dtype(fmt: Format, policy: Policy) -> np.dtype:
 
 
 def _seed(policy: Policy, rounding: str) -> int | None:
+    """The seed of a stochastic rounding call: the policy's seed and how many calls this
+    policy object has made (a fresh policy object replays the same stream)."""
     if rounding != "stochastic" or policy.seed is None:
         return None
-    return policy.seed * (1 << 32) + next(_streams.setdefault(policy.seed, itertools.count()))
+    calls = policy.__dict__.get("_calls")
+    if calls is None:
+        calls = itertools.count()
+        object.__setattr__(policy, "_calls", calls)
+    return policy.seed * (1 << 32) + next(calls)
 
 
 def covers(wide: Format, narrow: Format) -> bool:
