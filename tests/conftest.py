@@ -12,3 +12,10 @@ def backend_name(request):
     """Run the test under each CPU backend in turn."""
     with fpsim.backend(request.param):
         yield request.param
+
+
+@pytest.fixture
+def fp64_policy():
+    """Run a test under the fp64 policy: plain float64, nothing rounded."""
+    with fpsim.precision.parse("fp64"):
+        yield

@@ -22,10 +22,7 @@ RTOL = 1e-6
 ATOL = 1e-8
 
 
-@pytest.fixture(autouse=True)
-def _fp64_policy():
-    with fpsim.precision.parse("fp64"):
-        yield
+pytestmark = pytest.mark.usefixtures("fp64_policy")
 
 
 # --- helpers -----------------------------------------------------------------------------

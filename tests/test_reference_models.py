@@ -23,10 +23,7 @@ STEP = 1e-30
 TOLERANCE = 1e-10
 
 
-@pytest.fixture(autouse=True)
-def _fp64_policy():
-    with fpsim.precision.parse("fp64"):
-        yield
+pytestmark = pytest.mark.usefixtures("fp64_policy")
 
 
 # --- the reference: plain NumPy, complex-safe ------------------------------------------------

@@ -27,14 +27,8 @@ def im2col(x: np.ndarray, kh: int, kw: int, stride: tuple, padding: tuple) -> np
     return windows.transpose(0, 2, 3, 1, 4, 5).reshape(n, oh * ow, ch * kh * kw)
 
 
-def conv2d(x, w, *, stride=1, padding=0, **options):
-    """Cross-correlation of ``x`` (N, C, H, W) with ``w`` (O, C, KH, KW), NCHW out.
-
-    Each output is an inner product over (c, kh, kw) in C order, computed by
-    ``fpsim.matmul`` with ``options`` (accum, rounding, order, products, model, ...).
-    """
-    x = as_float_array(x, "x")
-    w = as_float_array(w, "w")
+def check(x: np.ndarray, w: np.ndarray, stride, padding) -> tuple[tuple, tuple]:
+    """Validate a convolution's shapes; returns ``(stride, padding)`` as pairs."""
     if x.ndim != 4 or w.ndim != 4:
         raise ValueError(
             f"conv2d needs x (N, C, H, W) and w (O, C, KH, KW), got {x.shape} and {w.shape}"
@@ -45,16 +39,40 @@ def conv2d(x, w, *, stride=1, padding=0, **options):
     padding = _pair(padding, "padding")
     if 0 in stride:
         raise ValueError("stride must be positive")
+    if any(x.shape[2 + i] + 2 * padding[i] < w.shape[2 + i] for i in range(2)):
+        raise ValueError(f"kernel {w.shape[2:]} larger than the padded input {x.shape[2:]}")
+    return stride, padding
+
+
+def correlate(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, product):
+    """``(y (N, O, OH, OW), patches (N, OH*OW, C*KH*KW))``: each output the inner product
+    of a patch with a kernel, computed as ``product(patches, kernels)`` (a matmul)."""
     o, ch, kh, kw = w.shape
     n, _, h, wd = x.shape
     oh = (h + 2 * padding[0] - kh) // stride[0] + 1
     ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
-    if oh < 1 or ow < 1:
-        raise ValueError(f"kernel {(kh, kw)} larger than the padded input {(h, wd)}")
     cols = im2col(x, kh, kw, stride, padding)
-    weights = w.reshape(o, ch * kh * kw).T
-    result = matmul(cols, weights, **options)
-    value, counts = result if options.get("stats") else (result, None)
-    value = value.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
-    value = np.ascontiguousarray(value)
-    return (value, counts) if options.get("stats") else value
+    value = product(cols, w.reshape(o, ch * kh * kw).T)
+    return np.ascontiguousarray(value.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)), cols
+
+
+def conv2d(x, w, *, stride=1, padding=0, **options):
+    """Cross-correlation of ``x`` (N, C, H, W) with ``w`` (O, C, KH, KW), NCHW out.
+
+    Each output is an inner product over (c, kh, kw) in C order, computed by
+    ``fpsim.matmul`` with ``options`` (accum, rounding, order, products, model, ...).
+    """
+    x = as_float_array(x, "x")
+    w = as_float_array(w, "w")
+    stride, padding = check(x, w, stride, padding)
+    counts = []
+
+    def product(a, b):
+        result = matmul(a, b, **options)
+        if options.get("stats"):
+            counts.append(result[1])
+            return result[0]
+        return result
+
+    value, _ = correlate(x, w, stride, padding, product)
+    return (value, counts[0]) if options.get("stats") else value

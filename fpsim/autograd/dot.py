@@ -6,9 +6,11 @@ so an fp16 accumulator shows in the gradients as well as in the activations.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from fpsim.accumulation.conv import im2col
+from fpsim.accumulation.conv import check, correlate
 from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.shape import transpose
 from fpsim.autograd.tensor import Tensor
@@ -53,24 +55,6 @@ def linear(x, weight, bias=None) -> Tensor:
     return y if bias is None else add(y, bias)
 
 
-def _pair(v, name: str) -> tuple[int, int]:
-    pair = (v, v) if np.ndim(v) == 0 else tuple(v)
-    if len(pair) != 2 or any(int(q) != q or q < 0 for q in pair):
-        raise ValueError(f"{name} must be a non-negative integer or a pair of them, got {v!r}")
-    return int(pair[0]), int(pair[1])
-
-
-def _correlate(x: np.ndarray, w: np.ndarray, stride, padding, p) -> np.ndarray:
-    """Cross-correlation (N, C, H, W) * (O, C, KH, KW) -> (N, O, OH, OW) as one product."""
-    n, _, h, wd = x.shape
-    o, c, kh, kw = w.shape
-    oh = (h + 2 * padding[0] - kh) // stride[0] + 1
-    ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
-    cols = im2col(x, kh, kw, stride, padding).reshape(n * oh * ow, c * kh * kw)
-    y = numerics.matmul(cols, w.reshape(o, -1).T, p)
-    return y.reshape(n, oh, ow, o).transpose(0, 3, 1, 2), cols
-
-
 def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape, stride, padding, p) -> np.ndarray:
     """d(conv)/dx: the full correlation of the stride-dilated gradient with the flipped
     kernel, so its inner products (over o, kh, kw) use the same accumulator."""
@@ -84,7 +68,7 @@ def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape, stride, padding, p) -
     padded = np.pad(dilated, ((0, 0), (0, 0), (kh - 1, kh - 1 + extra[0]),
                               (kw - 1, kw - 1 + extra[1])))
     flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-    full, _ = _correlate(padded, flipped, (1, 1), (0, 0), p)
+    full, _ = correlate(padded, flipped, (1, 1), (0, 0), partial(numerics.matmul, policy=p))
     return full[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd]
 
 
@@ -95,25 +79,19 @@ def conv2d(x, weight, bias=None, stride=1, padding=0) -> Tensor:
 
     p = op_policy("conv2d")
     x, w = compute(x, p), compute(weight, p)
-    if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1]:
-        raise ValueError(f"conv2d needs x (N, C, H, W) and weight (O, C, KH, KW) with equal C, "
-                         f"got {x.shape} and {w.shape}")
-    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
-    if 0 in stride:
-        raise ValueError("stride must be positive")
-    if any(x.shape[2 + i] + 2 * padding[i] < w.shape[2 + i] for i in range(2)):
-        raise ValueError(f"kernel {w.shape[2:]} larger than the padded input {x.shape[2:]}")
-    y, cols = _correlate(x.data, w.data, stride, padding, p)
+    stride, padding = check(x.data, w.data, stride, padding)
+    y, cols = correlate(x.data, w.data, stride, padding, partial(numerics.matmul, policy=p))
 
     def backward(g):
         gx = gw = None
         if w.requires_grad:
             o = w.shape[0]
-            gw = numerics.matmul(g.transpose(1, 0, 2, 3).reshape(o, -1), cols, p)
+            patches = cols.reshape(-1, cols.shape[-1])
+            gw = numerics.matmul(g.transpose(1, 0, 2, 3).reshape(o, -1), patches, p)
             gw = (gw.reshape(w.shape), p.compute)
         if x.requires_grad:
             gx = (_input_gradient(g, w.data, x.shape, stride, padding, p), p.compute)
         return gx, gw
 
-    out = Tensor.node(np.ascontiguousarray(y), p.compute, (x, w), backward, p, "conv2d")
+    out = Tensor.node(y, p.compute, (x, w), backward, p, "conv2d")
     return out if bias is None else add(out, reshape(bias, (1, -1, 1, 1)))

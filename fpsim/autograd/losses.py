@@ -21,6 +21,13 @@ def _check_reduction(reduction: str) -> None:
         raise ValueError(f"unknown reduction {reduction!r}; known: {', '.join(REDUCTIONS)}")
 
 
+def _loss(terms: np.ndarray, n: int, p) -> np.ndarray:
+    """The sum of ``terms`` (values of ``reduce``) divided by ``n``, in ``output``."""
+    total = numerics.sum(terms, None, p, source=p.reduce)
+    return np.asarray(
+        numerics.round(numerics.round(total / n, p.reduce, p), p.output, p, p.reduce))
+
+
 def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
     """Softmax cross-entropy of ``logits`` (N, C) against integer classes ``target`` (N,)."""
     _check_reduction(reduction)
@@ -36,16 +43,15 @@ def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
         raise ValueError(f"target classes must lie in 0..{x.shape[1] - 1}")
     logp, prob = log_softmax_values(x.data, 1, p)
     rows = np.arange(x.shape[0])
-    total = numerics.sum(-logp[rows, target], None, p, source=p.reduce)
     n = x.shape[0] if reduction == "mean" else 1
-    loss = numerics.round(numerics.round(total / n, p.reduce, p), p.output, p, p.reduce)
+    loss = _loss(-logp[rows, target], n, p)
 
     def backward(g):
         grad = prob.copy()
         grad[rows, target] -= 1
         return (grad * (g / n),)
 
-    return Tensor.node(np.asarray(loss), p.output, (x,), backward, p, "cross_entropy")
+    return Tensor.node(loss, p.output, (x,), backward, p, "cross_entropy")
 
 
 def mse_loss(prediction, target, reduction: str = "mean") -> Tensor:
@@ -57,8 +63,7 @@ def mse_loss(prediction, target, reduction: str = "mean") -> Tensor:
     if t.shape != x.shape:
         raise ValueError(f"target shape {t.shape} differs from prediction shape {x.shape}")
     d = numerics.round(x.data - t, p.reduce, p)
-    total = numerics.sum(numerics.round(d * d, p.reduce, p), None, p, source=p.reduce)
     n = x.size if reduction == "mean" else 1
-    loss = numerics.round(numerics.round(total / n, p.reduce, p), p.output, p, p.reduce)
-    return Tensor.node(np.asarray(loss), p.output, (x,), lambda g: (d * (2 * g / n),), p,
+    loss = _loss(numerics.round(d * d, p.reduce, p), n, p)
+    return Tensor.node(loss, p.output, (x,), lambda g: (d * (2 * g / n),), p,
                        "mse_loss")

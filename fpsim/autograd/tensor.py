@@ -188,7 +188,3 @@ def reduce_broadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy,
     total = numerics.sum(g, axes, policy, keepdims=True, source=source)
     return total.reshape(shape), True
 
-
-def unbroadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy) -> np.ndarray:
-    """``g`` summed (a reduction) over the axes that broadcasting added to ``shape``."""
-    return reduce_broadcast(g, shape, policy)[0]

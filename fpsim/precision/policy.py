@@ -144,8 +144,8 @@ def parse(text: str) -> Policy:
         key, value = (s.strip() for s in token.split("=", 1))
         op, _, key = key.rpartition(".")
         (ops.setdefault(op, {}) if op else base)[key] = _value(key, value)
-    policy = _build(base)
-    overrides = tuple((op, _build({**base, **changes})) for op, changes in ops.items())
+    policy = Policy(**base)
+    overrides = tuple((op, Policy(**{**base, **changes})) for op, changes in ops.items())
     return policy.replace(overrides=overrides) if overrides else policy
 
 
@@ -161,10 +161,6 @@ def _value(key: str, value: str):
     if key == "seed":
         return int(value)
     return value
-
-
-def _build(values: dict) -> Policy:
-    return Policy(**values)
 
 
 def as_policy(policy: Policy | str | None) -> Policy:
