@@ -7,7 +7,13 @@ import numpy as np
 import fpsim
 from fpsim import nn
 from fpsim.nn import functional as F
-from fpsim.training import GradientCounts, exponent_histogram, flushed_fraction, gradients
+from fpsim.training import (
+    FlushCounter,
+    GradientCounts,
+    exponent_histogram,
+    flushed_fraction,
+    gradients,
+)
 
 
 def test_gradient_counts_classify_in_the_format():
@@ -53,3 +59,42 @@ def test_gradients_finds_activation_and_weight_gradients():
     assert len(weights) == 4  # the fp16 copies of two weights and two biases
     assert sorted(w.size for w in weights) == [2, 4, 8, 12]
     assert all(a.dtype == np.float64 for a in acts) and len(acts) >= 4
+
+
+def test_flush_counter_counts_gradients_that_round_to_zero():
+    """Backward from 2**-13 through sum(x * w): dx = 2**-13 * w, in fp16 below the
+    smallest subnormal 2**-24 for w = 2**-13 (flushed), above it for w = 2**-9; 0 stays 0."""
+    policy = fpsim.precision.parse("mixed")
+    w = np.array([2.0**-13, 2.0**-9, 0.0])
+
+    def backward(seed):
+        with policy:
+            x = fpsim.tensor([1.0, 2.0, 3.0], requires_grad=True)
+            loss = F.sum(x * w)
+            with FlushCounter("fp16") as counter:
+                loss.backward(seed)
+        return x.grad, counter
+
+    grad, counter = backward(2.0**-13)
+    assert grad.tolist() == [0.0, 2.0**-22, 0.0]
+    assert counter.flushed == 1
+    assert counter.nonzero >= 2
+    assert counter.fraction == 1 / counter.nonzero
+    grad, scaled = backward(2.0**-13 * 2.0**10)  # a loss scale of 2**10
+    assert grad.tolist() == [2.0**-16, 2.0**-12, 0.0]
+    assert scaled.flushed == 0 and scaled.nonzero == counter.nonzero
+
+
+def test_trainer_reports_flushes_that_a_loss_scale_prevents():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64, 20)), rng.integers(0, 10, 64)
+
+    def flushed(scale):
+        nn.manual_seed(0)
+        model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 10))
+        trainer = fpsim.training.Trainer(model, fpsim.optim.SGD(model.parameters(), lr=0.1),
+                                         "mixed", loss_scale=scale)
+        return trainer.step(lambda: F.cross_entropy(model(x) * 16.0, y)).flushed_fraction
+
+    assert flushed(None) > 0.002
+    assert flushed(2.0**12) < flushed(None) / 10

@@ -17,6 +17,9 @@ from fpsim.precision import numerics
 from fpsim.precision.policy import Policy, current
 
 _grad_enabled = [True]
+# Called as observe(unrounded, rounded, format) after every gradient rounding while
+# registered (fpsim.training.monitor.FlushCounter); empty otherwise.
+grad_observers: list[Callable] = []
 
 _FORMAT_OF_DTYPE = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
                     np.dtype(np.float64): "fp64"}
@@ -130,6 +133,8 @@ class Tensor:
             g = self.grad + g
             source = None
         self.grad = numerics.round(g, self.format, policy, source)
+        for observe in grad_observers:
+            observe(g, self.grad, self.format)
 
     # -- conveniences ------------------------------------------------------------------
     @property

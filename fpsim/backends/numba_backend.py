@@ -91,7 +91,7 @@ KERNELS_IN_LOOPS = (
 SPECIALISE_FROM = 1 << 20
 # Below this much work a loop runs on one thread: starting the thread pool costs
 # more, and BLAS threads still spinning after a product would slow it further.
-PARALLEL_FROM = 1 << 16
+PARALLEL_FROM = 1 << 20
 
 
 class Backend:

@@ -1,6 +1,7 @@
 """Optimizer base: the update ``w - u`` rounded to each parameter's format, and lost updates.
 
-An update is *absorbed* when it is nonzero and the rounded result equals the
+An update is *absorbed* (lost) when it is nonzero but leaves the weight unchanged:
+it rounds to zero in the weight's format, or the rounded subtraction returns the
 old weight (fpsim's ABSORBED flag: the smaller operand had no effect).
 """
 
@@ -62,11 +63,12 @@ class Optimizer:
     def _apply(self, p: Parameter, delta: np.ndarray, policy: Policy) -> None:
         u = numerics.round(delta, p.format, policy)
         new, absorbed = numerics.subtract(p.data, u, p.format, policy)
-        self.absorbed += int(np.count_nonzero(absorbed & (u != 0)))
-        self.updated += int(np.count_nonzero(u != 0))
+        nonzero = delta != 0
+        self.absorbed += int(np.count_nonzero(nonzero & ((u == 0) | absorbed)))
+        self.updated += int(np.count_nonzero(nonzero))
         p.data = np.asarray(new, dtype=p.data.dtype)
 
     @property
     def absorbed_fraction(self) -> float:
-        """Of the last step's nonzero updates, the fraction lost to rounding."""
+        """Of the last step's nonzero updates, the fraction lost to rounding (absorbed)."""
         return self.absorbed / self.updated if self.updated else 0.0

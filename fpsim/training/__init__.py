@@ -7,6 +7,7 @@ from fpsim.training.loss_scale import (
     as_loss_scale,
 )
 from fpsim.training.monitor import (
+    FlushCounter,
     GradientCounts,
     exponent_histogram,
     flushed_fraction,
@@ -15,6 +16,6 @@ from fpsim.training.monitor import (
 from fpsim.training.trainer import StepReport, Trainer
 
 __all__ = [
-    "DynamicLossScale", "GradientCounts", "NoLossScale", "StaticLossScale", "StepReport",
-    "Trainer", "as_loss_scale", "exponent_histogram", "flushed_fraction", "gradients",
+    "DynamicLossScale", "FlushCounter", "GradientCounts", "NoLossScale", "StaticLossScale",
+    "StepReport", "Trainer", "as_loss_scale", "exponent_histogram", "flushed_fraction", "gradients",
 ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fpsim.autograd.tensor import Tensor
+from fpsim.autograd.tensor import Tensor, grad_observers
 from fpsim.formats import Format, as_format
 from fpsim.nn.module import Parameter
 from fpsim.rounding import round as round_to
@@ -35,6 +35,33 @@ class GradientCounts:
 
     def fraction(self, name: str) -> float:
         return getattr(self, name) / self.total if self.total else 0.0
+
+
+class FlushCounter:
+    """While active (``with``): of the gradient values rounded to ``fmt`` during
+    backward, how many were nonzero and how many of those the rounding made zero."""
+
+    def __init__(self, fmt: Format | str):
+        self.fmt = as_format(fmt)
+        self.nonzero = 0
+        self.flushed = 0
+
+    def __call__(self, unrounded: np.ndarray, rounded: np.ndarray, fmt: Format) -> None:
+        if fmt == self.fmt:
+            nonzero = np.asarray(unrounded) != 0
+            self.nonzero += int(np.count_nonzero(nonzero))
+            self.flushed += int(np.count_nonzero(nonzero & (np.asarray(rounded) == 0)))
+
+    @property
+    def fraction(self) -> float:
+        return self.flushed / self.nonzero if self.nonzero else 0.0
+
+    def __enter__(self) -> FlushCounter:
+        grad_observers.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        grad_observers.remove(self)
 
 
 def gradients(loss: Tensor, fmt: Format) -> tuple[list[np.ndarray], list[np.ndarray]]:

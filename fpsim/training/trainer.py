@@ -5,6 +5,7 @@ clipping, the optimizer's update, and what happened, measured."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,18 +17,21 @@ from fpsim.optim.optimizer import Optimizer
 from fpsim.precision import numerics
 from fpsim.precision.policy import Policy, as_policy
 from fpsim.training.loss_scale import NoLossScale, as_loss_scale
-from fpsim.training.monitor import GradientCounts, gradients
+from fpsim.training.monitor import FlushCounter, GradientCounts, gradients
 
 
 @dataclass(frozen=True)
 class StepReport:
-    """What one step did."""
+    """What one step did. ``absorbed_fraction``: of the nonzero weight updates, those
+    that left the weight unchanged; ``flushed_fraction``: of the nonzero gradient values
+    rounded to the compute format in backward (at the loss scale), those made zero."""
 
     loss: float
     loss_scale: float
     skipped: bool
     grad_norm: float
     absorbed_fraction: float
+    flushed_fraction: float
     activation_grads: GradientCounts
     weight_grads: GradientCounts
 
@@ -66,7 +70,9 @@ class Trainer:
             for t in params:
                 t.grad = None
             scale = self.loss_scale.scale
-            loss.backward(scale)
+            flushes = FlushCounter(p.compute)
+            with flushes if self.monitor else contextlib.nullcontext():
+                loss.backward(scale)
             acts, weights = gradients(loss, p.compute) if self.monitor else ([], [])
             grads = [t.grad for t in params if t.grad is not None]
             found_inf = not all(np.all(np.isfinite(g)) for g in grads)
@@ -85,7 +91,8 @@ class Trainer:
         self.skipped += int(skip)
         return StepReport(
             loss=float(loss.item()), loss_scale=scale, skipped=skip, grad_norm=norm,
-            absorbed_fraction=absorbed, activation_grads=GradientCounts.of(acts, p.compute),
+            absorbed_fraction=absorbed, flushed_fraction=flushes.fraction,
+            activation_grads=GradientCounts.of(acts, p.compute),
             weight_grads=GradientCounts.of(weights, p.compute),
         )
 
