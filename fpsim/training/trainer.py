@@ -24,7 +24,8 @@ from fpsim.training.monitor import FlushCounter, GradientCounts, gradients
 class StepReport:
     """What one step did. ``absorbed_fraction``: of the nonzero weight updates, those
     that left the weight unchanged; ``flushed_fraction``: of the nonzero gradient values
-    rounded to the compute format in backward (at the loss scale), those made zero."""
+    rounded to the compute format in backward (at the loss scale), those made zero (NaN
+    when the trainer's ``monitor`` is off)."""
 
     loss: float
     loss_scale: float
@@ -91,7 +92,8 @@ class Trainer:
         self.skipped += int(skip)
         return StepReport(
             loss=float(loss.item()), loss_scale=scale, skipped=skip, grad_norm=norm,
-            absorbed_fraction=absorbed, flushed_fraction=flushes.fraction,
+            absorbed_fraction=absorbed,
+            flushed_fraction=flushes.fraction if self.monitor else float("nan"),
             activation_grads=GradientCounts.of(acts, p.compute),
             weight_grads=GradientCounts.of(weights, p.compute),
         )

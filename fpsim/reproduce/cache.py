@@ -1,0 +1,46 @@
+"""Results cached on disk by configuration, so that an interrupted reproduction resumes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+
+def key(config: dict) -> str:
+    """A short digest of ``config`` (JSON with sorted keys)."""
+    text = json.dumps(config, sort_keys=True, allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Cache:
+    """JSON documents under ``root``, one file per configuration."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    def path(self, kind: str, config: dict, label: str = "") -> Path:
+        """Where the document for ``config`` lives; ``label`` only makes the name readable."""
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")
+        return self.root / kind / f"{name + '-' if name else ''}{key(config)}.json"
+
+    def load(self, kind: str, config: dict, label: str = "") -> dict | None:
+        """The cached document, or None when there is none (or it is unreadable)."""
+        path = self.path(kind, config, label)
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return document.get("result") if document.get("config") == config else None
+
+    def save(self, kind: str, config: dict, result: dict, label: str = "") -> Path:
+        """Store ``result`` atomically (a reader never sees half a file)."""
+        path = self.path(kind, config, label)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"config": config, "result": result}, allow_nan=False, indent=1)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        return path

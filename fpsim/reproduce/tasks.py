@@ -1,0 +1,211 @@
+"""The three tasks of the ablations: an MLP and a CNN on the scikit-learn digits, and a
+character-level LSTM language model on the standard library's pydoc topics.
+
+Models and hyperparameters are ordinary textbook choices (see docs/results.md); each
+task says how many steps a ``quick`` and a ``full`` reproduction train for.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpsim import nn, optim
+from fpsim.autograd.tensor import Tensor, no_grad
+from fpsim.data import batches, char_batches, load_digits, load_text
+from fpsim.nn import functional as F
+from fpsim.nn.module import Module
+from fpsim.optim.optimizer import Optimizer
+from fpsim.precision.policy import Policy
+
+BUDGETS = ("quick", "full")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Training length: ``steps`` optimizer steps, the metric measured every ``eval_every``."""
+
+    steps: int
+    eval_every: int
+
+
+@dataclass(frozen=True)
+class Task:
+    """A dataset, a model, an optimizer and a metric; see ``TASKS``."""
+
+    name: str
+    metric: str
+    higher_is_better: bool
+    budgets: dict[str, Budget]
+    hyperparameters: dict = field(default_factory=dict)
+    clip_norm: float | None = None
+
+    def budget(self, name: str) -> Budget:
+        if name not in self.budgets:
+            raise ValueError(f"unknown budget {name!r}; known: {', '.join(BUDGETS)}")
+        return self.budgets[name]
+
+    def config(self, budget: str) -> dict:
+        """Everything that determines a run of this task (the cache key)."""
+        b = self.budget(budget)
+        return dict(task=self.name, steps=b.steps, eval_every=b.eval_every,
+                    clip_norm=self.clip_norm, **self.hyperparameters)
+
+    def build(self, seed: int) -> tuple[Module, Optimizer]:
+        """The model (initialised from ``seed``) and its optimizer."""
+        raise NotImplementedError
+
+    def batches(self, seed: int) -> Iterator:
+        """An endless stream of training batches, shuffled by ``seed``."""
+        raise NotImplementedError
+
+    def loss(self, model: Module, batch) -> Tensor:
+        raise NotImplementedError
+
+    def evaluate(self, model: Module, policy: Policy) -> float:
+        """The metric on held-out data, the model run under ``policy``."""
+        raise NotImplementedError
+
+
+@functools.lru_cache(maxsize=2)
+def _digits(images: bool):
+    # One fixed split for every seed: seeds vary initialisation and batch order.
+    return load_digits(seed=0, images=images, standardize=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _corpus():
+    return load_text()
+
+
+def _epochs(make_epoch, seed: int) -> Iterator:
+    for epoch in itertools.count():
+        yield from make_epoch(seed * 100_003 + epoch)
+
+
+@dataclass(frozen=True)
+class DigitsTask(Task):
+    """Digit classification (8x8 images, 10 classes), test accuracy in percent."""
+
+    images: bool = False
+
+    def _data(self):
+        return _digits(self.images)
+
+    def build(self, seed: int) -> tuple[Module, Optimizer]:
+        nn.manual_seed(seed)
+        if self.images:
+            model = nn.Sequential(
+                nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+                nn.Conv2d(8, 16, 3, stride=2), nn.ReLU(),
+                nn.Flatten(), nn.Linear(16 * 3 * 3, 10),
+            )
+        else:
+            hidden = self.hyperparameters["hidden"]
+            model = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+        h = self.hyperparameters
+        return model, optim.SGD(model.parameters(), lr=h["lr"], momentum=h["momentum"])
+
+    def batches(self, seed: int) -> Iterator:
+        data = self._data()
+        size = self.hyperparameters["batch_size"]
+        return _epochs(lambda s: batches(data.x_train, data.y_train, batch_size=size, seed=s,
+                                         drop_last=True), seed)
+
+    def loss(self, model: Module, batch) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(model(x), y)
+
+    def evaluate(self, model: Module, policy: Policy) -> float:
+        data = self._data()
+        model.eval()
+        try:
+            with policy, no_grad():
+                logits = np.asarray(model(data.x_test).data, dtype=np.float64)
+        finally:
+            model.train()
+        return float(np.mean(np.argmax(logits, axis=1) == data.y_test) * 100)
+
+
+class CharModel(Module):
+    """Embedding, LSTM, and a linear read-out to next-character logits."""
+
+    def __init__(self, vocab_size: int, embedding: int, hidden: int):
+        self.embedding = nn.Embedding(vocab_size, embedding)
+        self.lstm = nn.LSTM(embedding, hidden)
+        self.decoder = nn.Linear(hidden, vocab_size)
+
+    def forward(self, ids):
+        h, _ = self.lstm(self.embedding(ids))
+        steps, batch, hidden = h.shape
+        return self.decoder(h.reshape((steps * batch, hidden)))
+
+
+@dataclass(frozen=True)
+class CharTask(Task):
+    """Next-character prediction; validation bits per character (lower is better)."""
+
+    def _corpus(self):
+        return _corpus()
+
+    def build(self, seed: int) -> tuple[Module, Optimizer]:
+        nn.manual_seed(seed)
+        h = self.hyperparameters
+        model = CharModel(self._corpus().vocab_size, h["embedding"], h["hidden"])
+        return model, optim.SGD(model.parameters(), lr=h["lr"], momentum=h["momentum"])
+
+    def batches(self, seed: int) -> Iterator:
+        h = self.hyperparameters
+        train = self._corpus().train
+        return _epochs(lambda s: char_batches(train, batch_size=h["batch_size"],
+                                              seq_len=h["seq_len"], seed=s), seed)
+
+    def loss(self, model: Module, batch) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(model(x), y.reshape(-1))
+
+    def evaluate(self, model: Module, policy: Policy) -> float:
+        h = self.hyperparameters
+        valid = self._corpus().valid[: h["eval_chars"] + 1]
+        nats = count = 0.0
+        with policy, no_grad():
+            for x, y in char_batches(valid, batch_size=h["batch_size"], seq_len=h["seq_len"]):
+                logits = np.asarray(model(x).data, dtype=np.float64)
+                shifted = logits - logits.max(axis=1, keepdims=True)
+                log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+                nats -= float(log_p[np.arange(y.size), y.reshape(-1)].sum())
+                count += y.size
+        return nats / count / math.log(2)
+
+
+TASKS: dict[str, Task] = {t.name: t for t in (
+    DigitsTask(
+        name="digits_mlp", metric="test accuracy (%)", higher_is_better=True,
+        budgets={"quick": Budget(420, 42), "full": Budget(2100, 105)},
+        hyperparameters=dict(hidden=64, lr=0.05, momentum=0.9, batch_size=32),
+    ),
+    DigitsTask(
+        name="digits_cnn", metric="test accuracy (%)", higher_is_better=True, images=True,
+        budgets={"quick": Budget(420, 42), "full": Budget(2100, 105)},
+        hyperparameters=dict(lr=0.05, momentum=0.9, batch_size=32),
+    ),
+    CharTask(
+        name="char_lstm", metric="validation bits per character", higher_is_better=False,
+        budgets={"quick": Budget(100, 25), "full": Budget(600, 50)},
+        hyperparameters=dict(embedding=32, hidden=128, lr=1.0, momentum=0.0, batch_size=32,
+                             seq_len=32, eval_chars=8192),
+        clip_norm=5.0,
+    ),
+)}
+
+
+def task(name: str) -> Task:
+    """The task called ``name``."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
+    return TASKS[name]
