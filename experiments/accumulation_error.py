@@ -3,12 +3,17 @@ inner dimension n grows from 1 to 65536, beside the standard error bounds.
 
 Products of fp16 values are exact; each accumulator rounds every addition. The error
 is |computed - exact| / sum |a_i b_i| (the exact sum by math.fsum), the quantity the
-bounds bound: recursive summation's gamma_(n-1) = (n-1)u / (1 - (n-1)u) (Higham,
-*Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. 4.4), pairwise
-summation's gamma_ceil(log2 n), and the probabilistic bound of Higham and Mary (SIAM J.
-Sci. Comput. 2019, thm. 3.1): exp(lambda sqrt(n-1) u + (n-1)u^2/(1-u)) - 1, which
-holds with probability at least 1 - 2(n-1) exp(-lambda^2 (1-u)^2 / 2) when rounding
-errors are independent with mean zero; lambda is chosen to make that 0.99.
+bounds bound (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., sec.
+3.1 and 4.2), with gamma_k = k u / (1 - k u):
+- fp16 sequential: gamma_n. n roundings reach each product: the products are not fp16
+  values, so even the first one is rounded on entering the accumulator;
+- fp16 pairwise: gamma_max(1, ceil(log2 n)), one rounding per level of the tree;
+- fp32 sequential: gamma_(n-1). Products of fp16 values are fp32 values, so the first
+  one enters exactly;
+- the probabilistic bound of Higham and Mary (SIAM J. Sci. Comput. 2019, thm. 3.1) for
+  fp16 sequential: exp(lambda sqrt(n) u + n u^2/(1-u)) - 1, which holds with
+  probability at least 1 - 2n exp(-lambda^2 (1-u)^2 / 2) when the rounding errors are
+  independent with mean zero; lambda is chosen to make that 0.99.
 """
 
 from __future__ import annotations
@@ -48,17 +53,16 @@ def gamma(n: int, u: float) -> float | None:
 
 
 def probabilistic(n: int, u: float, probability: float = PROBABILITY) -> float:
-    """Higham and Mary's bound for n terms, holding with ``probability``."""
-    terms = max(n - 1, 1)
-    lam = math.sqrt(2 * math.log(2 * terms / (1 - probability))) / (1 - u)
-    return math.expm1(lam * math.sqrt(terms) * u + terms * u * u / (1 - u))
+    """Higham and Mary's bound for n roundings, holding with ``probability``."""
+    lam = math.sqrt(2 * math.log(2 * n / (1 - probability))) / (1 - u)
+    return math.expm1(lam * math.sqrt(n) * u + n * u * u / (1 - u))
 
 
 def bounds(n: int) -> dict:
     u16, u32 = fpsim.format("fp16").eps / 2, fpsim.format("fp32").eps / 2
-    depth = math.ceil(math.log2(n)) if n > 1 else 0
+    depth = max(1, math.ceil(math.log2(n)))
     return {
-        "fp16 sequential (deterministic)": gamma(n - 1, u16),
+        "fp16 sequential (deterministic)": gamma(n, u16),
         "fp16 pairwise (deterministic)": gamma(depth, u16),
         "fp32 sequential (deterministic)": gamma(n - 1, u32),
         "fp16 sequential (probabilistic, 99%)": probabilistic(n, u16),

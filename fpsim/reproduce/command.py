@@ -90,9 +90,10 @@ def reproduce(session: Session, names: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        session = Session(out=Path(args.out), budget=args.budget,
-                          seeds=args.seeds or SEEDS[args.budget], tasks=tuple(args.tasks),
-                          policies=tuple(args.policies), jobs=args.jobs, stream=sys.stderr)
+        seeds = SEEDS[args.budget] if args.seeds is None else args.seeds
+        session = Session(out=Path(args.out), budget=args.budget, seeds=seeds,
+                          tasks=tuple(args.tasks), policies=tuple(args.policies),
+                          jobs=args.jobs, stream=sys.stderr)
     except ValueError as exc:
         parser().error(str(exc))
     one_thread()

@@ -40,11 +40,11 @@ def _label(spec: RunSpec) -> str:
     return f"{spec[0]}-{spec[1]}-seed{spec[2]}"
 
 
-def train_and_cache(root: str, spec: RunSpec, budget: str) -> dict:
+def train_and_cache(root: str, spec: RunSpec, budget: str, progress=None) -> dict:
     """Train one run and store it in the cache under ``root`` (a worker's job)."""
     from fpsim.reproduce.runs import train
 
-    record = train(task(spec[0]), ablation(spec[1]), spec[2], budget)
+    record = train(task(spec[0]), ablation(spec[1]), spec[2], budget, progress=progress)
     Cache(root).save("runs", run_config(spec, budget), record, _label(spec))
     return record
 
@@ -102,8 +102,10 @@ class Session:
         root = str(self.cache.root)
         if self.jobs == 1:
             for spec in missing:
-                bar.update(bar.done, _label(spec))
-                train_and_cache(root, spec, self.budget)
+                note = f"{_label(spec)} step {{}}/{task(spec[0]).budget(self.budget).steps}"
+                train_and_cache(root, spec, self.budget,
+                                progress=lambda step, note=note: bar.update(bar.done,
+                                                                            note.format(step)))
                 bar.advance(_label(spec))
             return
         context = multiprocessing.get_context("spawn")

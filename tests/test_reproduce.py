@@ -1,0 +1,251 @@
+"""fpsim reproduce: the results schema, divergence recording, caching and resuming, the
+command line, and a miniature run of every study."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from fpsim.reproduce import command, results, session, tasks
+from fpsim.reproduce.ablations import ABLATIONS, ablation
+from fpsim.reproduce.runs import train
+from fpsim.reproduce.session import Session
+from fpsim.reproduce.tasks import Budget
+
+TINY = {"quick": Budget(6, 3), "full": Budget(8, 4)}
+TRAIN_AND_CACHE = session.train_and_cache
+
+
+@pytest.fixture
+def tiny_tasks(monkeypatch):
+    """Every task with a few steps and a small language model."""
+    for name, t in list(tasks.TASKS.items()):
+        hp = dict(t.hyperparameters)
+        if name == "char_lstm":
+            hp.update(hidden=12, embedding=6, eval_chars=300, seq_len=6, batch_size=5)
+        monkeypatch.setitem(tasks.TASKS, name, dataclasses.replace(t, budgets=TINY,
+                                                                    hyperparameters=hp))
+    return tasks.TASKS
+
+
+def test_a_run_record_follows_the_schema(tiny_tasks):
+    run = train(tiny_tasks["digits_mlp"], ablation("mixed"), seed=0)
+    results.check_run(run)
+    assert (run["task"], run["policy"], run["seed"], run["steps"]) == ("digits_mlp", "mixed", 0, 6)
+    assert not run["diverged"] and run["diverged_at"] is None
+    assert 0 <= run["value"] <= 100
+    assert [p["step"] for p in run["curve"]] == [3, 6]
+    assert run["curve"][-1]["metric"] == run["value"]
+    assert run["loss_scale_changes"][0] == [1, 2.0**16]
+    json.dumps(run, allow_nan=False)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(value=float("nan")), "value"),
+    (dict(diverged=True), "diverged run has value null"),
+    (dict(seed="0"), "integers"),
+    (dict(curve=[{"step": 1}]), "curve point lacks"),
+])
+def test_schema_errors_name_the_problem(tiny_tasks, bad, message):
+    run = train(tiny_tasks["digits_mlp"], ablation("fp32"), seed=0)
+    with pytest.raises(ValueError, match=message):
+        results.check_run({**run, **bad})
+    missing = dict(run)
+    del missing["curve"]
+    with pytest.raises(ValueError, match="lacks curve"):
+        results.check_run(missing)
+    with pytest.raises(ValueError, match="'runs' and 'studies'"):
+        results.check_results({"runs": []})
+
+
+def _exploding(t):
+    return dataclasses.replace(t, hyperparameters=dict(t.hyperparameters, lr=1e9))
+
+
+def test_a_diverging_run_is_recorded_not_raised(tiny_tasks):
+    """Without a loss scale the first inf gradient reaches the weights; the run stops
+    there and says so."""
+    t = dataclasses.replace(_exploding(tiny_tasks["digits_mlp"]),
+                            budgets={"quick": Budget(40, 5)})
+    run = train(t, ablation("no_loss_scaling"), seed=0)
+    results.check_run(run)
+    assert run["diverged"] and run["value"] is None
+    assert run["steps"] == run["diverged_at"] < 40
+    assert run["curve"][-1]["step"] == run["diverged_at"]
+
+
+def test_a_dynamic_scale_that_cannot_recover_is_diverged(tiny_tasks):
+    t = dataclasses.replace(_exploding(tiny_tasks["digits_mlp"]),
+                            budgets={"quick": Budget(200, 50)})
+    run = train(t, ablation("mixed"), seed=0)
+    assert run["diverged"]
+    assert run["skipped_steps"] >= 25
+    assert run["loss_scale_changes"][-1][1] < 2.0**16
+
+
+def _spy(monkeypatch, fail_after=None):
+    calls = []
+
+    def spy(root, spec, budget, progress=None):
+        if fail_after is not None and len(calls) == fail_after:
+            raise RuntimeError("interrupted")
+        calls.append(spec)
+        return TRAIN_AND_CACHE(root, spec, budget, progress)
+
+    monkeypatch.setattr(session, "train_and_cache", spy)
+    return calls
+
+
+def test_runs_are_cached_and_an_interrupted_sweep_resumes(tiny_tasks, tmp_path, monkeypatch):
+    s = Session(out=tmp_path, seeds=2, tasks=("digits_mlp",), policies=("fp32", "mixed"))
+    specs = s.specs()
+    calls = _spy(monkeypatch, fail_after=3)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        s.ensure(specs)
+    assert len(calls) == 3
+    assert sum(s.cached_run(spec) is not None for spec in specs) == 3
+    calls = _spy(monkeypatch)
+    records = s.runs(specs)
+    assert calls == [specs[3]]  # only the run that was interrupted
+    assert [(r["task"], r["policy"], r["seed"]) for r in records] == specs
+    calls = _spy(monkeypatch)
+    assert s.runs(specs) == records and calls == []
+
+
+def test_a_damaged_or_foreign_cache_file_is_retrained(tiny_tasks, tmp_path, monkeypatch):
+    s = Session(out=tmp_path, seeds=1, tasks=("digits_mlp",), policies=("fp32",))
+    spec = s.specs()[0]
+    s.ensure([spec])
+    path = s.cache.path("runs", session.run_config(spec, "quick"), "digits_mlp-fp32-seed0")
+    path.write_text(path.read_text()[:50])  # half a file
+    assert s.cached_run(spec) is None
+    calls = _spy(monkeypatch)
+    s.ensure([spec])
+    assert calls == [spec] and s.cached_run(spec) is not None
+
+
+def test_the_cache_key_covers_the_configuration(tiny_tasks):
+    spec = ("digits_mlp", "mixed", 0)
+    base = session.run_config(spec, "quick")
+    assert session.run_config(spec, "full") != base
+    assert session.run_config(("digits_mlp", "mixed", 1), "quick") != base
+    assert session.run_config(("digits_mlp", "no_master", 0), "quick") != base
+
+
+def test_parallel_workers_fill_the_same_cache(tmp_path):
+    """Two processes (which see the real tasks): the smallest real runs."""
+    s = Session(out=tmp_path, seeds=2, tasks=("digits_mlp",), policies=("fp32",), jobs=2)
+    s.ensure(s.specs())
+    runs = [s.cached_run(spec) for spec in s.specs()]
+    assert all(r is not None and not r["diverged"] for r in runs)
+    assert runs[0]["value"] > 80 and runs[0]["steps"] == tasks.TASKS["digits_mlp"].budgets[
+        "quick"].steps
+
+
+def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
+    from fpsim.experiments import accumulation_error
+
+    monkeypatch.setattr(accumulation_error, "SIZES", (1, 2, 16, 2048, 4096))
+    monkeypatch.setitem(accumulation_error.TRIALS, "quick", 3)
+    s = Session(out=tmp_path, seeds=2)
+    document = command.reproduce(s, list(command.STUDIES))
+    saved = json.loads((tmp_path / "results.json").read_text())
+    results.check_results(saved)
+    assert saved == json.loads(json.dumps(document))
+    assert set(saved["studies"]) == set(command.STUDIES)
+    assert len(saved["runs"]) == len(tasks.TASKS) * len(ABLATIONS) * 2
+    markdown = (tmp_path / "results.md").read_text()
+    for name in command.STUDIES:
+        module = command.study(name)
+        assert f"## {module.TITLE}" in markdown
+        for f in saved["studies"][name]["figures"]:
+            assert (tmp_path / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert f"]({f})" in markdown
+    table = saved["studies"]["final_metrics"]
+    assert {(r["task"], r["policy"]) for r in table["rows"]} == {
+        (t, p) for t in tasks.TASKS for p in ABLATIONS}
+    hist = saved["studies"]["gradient_histograms"]["tasks"]["digits_mlp"]["weight"]
+    assert sum(hist["counts"]) + hist["zeros"] == hist["total"] > 0
+    assert hist["flushed"] == sorted(hist["flushed"], reverse=True)  # scaling only helps
+    # Studies reuse the cache: a second reproduction trains nothing.
+    calls = _spy(monkeypatch)
+    command.reproduce(s, ["final_metrics", "loss_scale"])
+    assert calls == []
+
+
+def test_accumulation_errors_respect_the_deterministic_bounds(monkeypatch):
+    from fpsim.experiments import accumulation_error as study
+
+    for data in study.DATA:
+        for n in (1, 2, 3, 100, 1000, 2047):
+            errors = study._errors(data, n, trials=5, seed=1)
+            b = study.bounds(n)
+            assert errors["fp16 sequential"]["max"] <= b["fp16 sequential (deterministic)"]
+            assert errors["fp16 pairwise"]["max"] <= b["fp16 pairwise (deterministic)"]
+            assert errors["fp32 sequential"]["max"] <= b["fp32 sequential (deterministic)"]
+    one = study._errors("normal (0, 1)", 1, trials=4, seed=0)
+    assert one["fp32 sequential"]["max"] == 0  # a product of fp16 values is an fp32 value
+    assert 0 < one["fp16 sequential"]["max"] <= 2.0**-11 / (1 + 2.0**-11)
+
+
+def test_bound_formulas():
+    from fpsim.experiments import accumulation_error as study
+
+    u = 2.0**-11
+    assert study.gamma(10, u) == 10 * u / (1 - 10 * u)
+    assert study.gamma(2048, u) is None and study.bounds(2048)["fp16 sequential (deterministic)"] \
+        is None
+    lam = math.sqrt(2 * math.log(2 * 100 / 0.01)) / (1 - u)
+    assert study.probabilistic(100, u) == pytest.approx(math.expm1(lam * math.sqrt(100) * u
+                                                                   + 100 * u * u / (1 - u)))
+    # The probabilistic bound is the smaller one for large n.
+    assert study.probabilistic(2000, u) < study.gamma(1999, u)
+
+
+@pytest.mark.parametrize("a, b, higher, verdict", [
+    (dict(mean=90.0, spread=0.5), dict(mean=97.0, spread=0.4), True, "worse"),
+    (dict(mean=97.2, spread=0.5), dict(mean=97.0, spread=0.4), True, "within noise"),
+    (dict(mean=3.5, spread=0.01), dict(mean=3.2, spread=0.02), False, "worse"),
+    (dict(mean=3.0, spread=0.01), dict(mean=3.2, spread=0.02), False, "better"),
+    (dict(mean=3.0, spread=None), dict(mean=3.2, spread=0.02), False, "unknown"),
+])
+def test_compare_in_units_of_seed_spread(a, b, higher, verdict):
+    def summary(d, diverged=0):
+        return dict(seeds=3, diverged=diverged, **d)
+
+    assert results.compare(summary(a), summary(b), higher)["verdict"] == verdict
+    diverged = summary(dict(mean=None, spread=None), diverged=3)
+    assert results.compare(diverged, summary(b), higher)["verdict"] == "worse (diverged)"
+
+
+def test_summary_counts_diverged_runs_apart():
+    runs = [dict(task="t", policy="p", seed=i, value=v, diverged=v is None)
+            for i, v in enumerate([1.0, 2.0, None, 3.0])]
+    s = results.summary(runs, "t", "p")
+    assert (s["seeds"], s["diverged"], s["mean"], s["min"], s["max"]) == (4, 1, 2.0, 1.0, 3.0)
+    assert s["spread"] == pytest.approx(np.std([1.0, 2.0, 3.0], ddof=1))
+
+
+def test_command_line_rejects_bad_arguments(capsys):
+    for argv in (["--only", "nonsense"], ["--seeds", "0"], ["--jobs", "0"],
+                 ["--tasks", "imagenet"], ["--quick", "--full"]):
+        with pytest.raises(SystemExit) as exc:
+            command.main(argv)
+        assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "nonsense" in err and "seeds must be at least 1" in err and "imagenet" in err
+
+
+def test_unknown_names_are_errors():
+    with pytest.raises(ValueError, match="unknown task 'x'; known tasks: digits_mlp"):
+        tasks.task("x")
+    with pytest.raises(ValueError, match="unknown policy 'y'"):
+        ablation("y")
+    with pytest.raises(ValueError, match="unknown study 'z'"):
+        command.study("z")
+    with pytest.raises(ValueError, match="unknown budget 'medium'"):
+        tasks.task("digits_mlp").budget("medium")
