@@ -15,8 +15,8 @@ NAME = "lost_updates"
 TITLE = "Absorbed updates and flushed gradients over training"
 
 PANELS = (
-    ("absorbed", ("mixed", "no_master"), "weight updates absorbed"),
-    ("flushed", ("mixed", "no_loss_scaling"), "gradient values flushed to zero in fp16"),
+    ("absorbed", ("mixed", "no_master"), "updates absorbed"),
+    ("flushed", ("mixed", "no_loss_scaling"), "gradients flushed to 0"),
 )
 
 
@@ -52,15 +52,15 @@ def run(session: Session) -> dict:
 
 def figures(result: dict, out: Path) -> list[str]:
     tasks = list(dict.fromkeys(s["task"] for s in result["series"].values()))
-    fig, axes = subplots(len(PANELS) * len(tasks), width=3.6)
+    fig, axes = subplots(len(tasks), rows=len(PANELS))
     for i, t in enumerate(tasks):
         for j, (key, policies, what) in enumerate(PANELS):
-            ax = axes[i * len(PANELS) + j]
+            ax = axes[j * len(tasks) + i]
             for p in policies:
                 s = result["series"].get(f"{t}/{p}/{key}")
                 if s and s["step"]:
                     ax.plot(s["step"], s["mean"], label=p, color=COLORS.get(p))
-            ax.set(title=f"{t}", xlabel="step", ylabel=f"fraction of {what}")
+            ax.set(title=f"{t}: {what}", xlabel="step", ylabel="fraction")
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=7)
     return [save(fig, out, "lost_updates.png")]

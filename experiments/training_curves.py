@@ -59,6 +59,10 @@ def figures(result: dict, out: Path) -> list[str]:
                 ax.fill_between(curve["step"], curve["min"], curve["max"], color=color,
                                 alpha=0.15)
         loss_ax.set_yscale("log")
+        values = [v for c in result["curves"].values() if c["task"] == t
+                  for v in c["metric"]["mean"]]
+        if values and min(values) > 0 and max(values) / min(values) > 20:
+            metric_ax.set_yscale("log")  # a blown-up run would flatten the others
         loss_ax.set(title=f"{t}: training loss", xlabel="step", ylabel="cross-entropy (nats)")
         metric_ax.set(title=f"{t}: {metric}", xlabel="step")
         metric_ax.legend(fontsize=7)

@@ -215,11 +215,19 @@ def test_bound_formulas():
 ])
 def test_compare_in_units_of_seed_spread(a, b, higher, verdict):
     def summary(d, diverged=0):
-        return dict(seeds=3, diverged=diverged, **d)
+        return dict(seeds=3, diverged=diverged, min=d["mean"], max=d["mean"], **d)
 
     assert results.compare(summary(a), summary(b), higher)["verdict"] == verdict
     diverged = summary(dict(mean=None, spread=None), diverged=3)
-    assert results.compare(diverged, summary(b), higher)["verdict"] == "worse (diverged)"
+    assert results.compare(diverged, summary(b), higher)["verdict"] == "worse (3 of 3 diverged)"
+
+
+def test_diverged_runs_count_as_worse_only_when_the_rest_are_worse_too():
+    mixed = dict(seeds=3, diverged=0, mean=3.07, spread=0.018, min=3.05, max=3.09)
+    blown = dict(seeds=3, diverged=2, mean=7726.2, spread=None, min=7726.2, max=7726.2)
+    assert results.compare(blown, mixed, False)["verdict"] == "worse (2 of 3 diverged)"
+    lucky = dict(blown, mean=3.06, min=3.06, max=3.06)
+    assert results.compare(lucky, mixed, False)["verdict"] == "unknown"
 
 
 def test_summary_counts_diverged_runs_apart():

@@ -21,11 +21,11 @@ def pyplot():
     return plt
 
 
-def subplots(n: int, width: float = 4.2, height: float = 3.2):
-    """A row of ``n`` axes."""
+def subplots(n: int, width: float = 4.2, height: float = 3.2, rows: int = 1):
+    """``rows`` rows of ``n`` axes, as one list (row by row)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
-    return fig, list(axes[0])
+    fig, axes = plt.subplots(rows, n, figsize=(width * n, height * rows), squeeze=False)
+    return fig, [ax for row in axes for ax in row]
 
 
 def save(fig, out: Path, name: str) -> str:

@@ -81,17 +81,25 @@ def summary(runs: list[dict], task: str, policy: str) -> dict:
 def compare(a: dict, b: dict, higher_is_better: bool) -> dict:
     """How much worse ``a`` is than ``b`` (two summaries), in units of seed spread.
 
-    ``worse_by``: the mean difference, positive when ``a`` is worse; ``spreads``: that
-    over the larger of the two spreads. ``verdict``: "worse" (beyond NOISE_FACTOR
-    spreads, or every run of ``a`` diverged), "better", "within noise", or "unknown"
-    (fewer than two seeds each).
+    ``worse_by``: the difference of the means of the runs that did not diverge,
+    positive when ``a`` is worse; ``spreads``: that over the larger of the two
+    spreads. ``verdict``: "worse" (beyond NOISE_FACTOR spreads), "better", "within
+    noise", "unknown" (fewer than two seeds each), or "worse (k of n diverged)" when
+    runs of ``a`` diverged, none of ``b`` did, and every run of ``a`` that finished is
+    worse than ``b``'s mean by more than NOISE_FACTOR of ``b``'s spreads (a diverged
+    run counts as infinitely worse).
     """
-    if a["seeds"] and a["diverged"] == a["seeds"] and b["mean"] is not None:
-        return dict(worse_by=None, spreads=None, verdict="worse (diverged)")
-    if a["mean"] is None or b["mean"] is None:
-        return dict(worse_by=None, spreads=None, verdict="unknown")
-    worse_by = (b["mean"] - a["mean"]) if higher_is_better else (a["mean"] - b["mean"])
-    if a["spread"] is None or b["spread"] is None:
+    worse_by = spreads = None
+    if a["mean"] is not None and b["mean"] is not None:
+        worse_by = (b["mean"] - a["mean"]) if higher_is_better else (a["mean"] - b["mean"])
+    if a["diverged"] and not b["diverged"] and b["mean"] is not None:
+        margin = NOISE_FACTOR * (b["spread"] or 0.0)
+        finished = [v for v in (a["min"], a["max"]) if v is not None]
+        if all((b["mean"] - v if higher_is_better else v - b["mean"]) > margin
+               for v in finished):
+            return dict(worse_by=worse_by, spreads=None,
+                        verdict=f"worse ({a['diverged']} of {a['seeds']} diverged)")
+    if worse_by is None or a["spread"] is None or b["spread"] is None:
         return dict(worse_by=worse_by, spreads=None, verdict="unknown")
     spread = max(a["spread"], b["spread"])
     spreads = abs(worse_by) / spread if spread > 0 else (0.0 if worse_by == 0 else math.inf)
