@@ -73,7 +73,7 @@ def _cell(row: dict) -> str:
     if row["spread"] is not None:
         text += f" ± {row['spread']:.3f}"
     if row["diverged"]:
-        text += f" ({row['diverged']}/{row['seeds']} diverged)"
+        text += f" ({row['diverged']} of {row['seeds']} diverged; the rest)"
     return text
 
 
