@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from fpsim.reproduce.figures import COLORS, save, subplots
+from fpsim.reproduce.results import mean_curve
 from fpsim.reproduce.session import Session
 
 NAME = "lost_updates"
@@ -25,14 +26,9 @@ def needs(session: Session) -> list:
 
 
 def _over_training(runs: list[dict], key: str) -> dict:
-    points: dict[int, list[float]] = {}
-    for r in runs:
-        for p in r["curve"]:
-            if p[key] is not None:
-                points.setdefault(p["step"], []).append(p[key])
-    steps = sorted(points)
-    means = [float(np.mean(points[s])) for s in steps]
-    return dict(step=steps, mean=means,
+    curve = mean_curve(runs, key)
+    means = curve["mean"]
+    return dict(step=curve["step"], mean=means,
                 overall=float(np.mean(means)) if means else None,
                 last=means[-1] if means else None)
 

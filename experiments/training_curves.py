@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from fpsim.reproduce.figures import COLORS, save, subplots
+from fpsim.reproduce.results import mean_curve
 from fpsim.reproduce.session import Session
 from fpsim.reproduce.tasks import task
 
@@ -19,18 +18,6 @@ def needs(session: Session) -> list:
     return session.specs()
 
 
-def _mean_curve(runs: list[dict], key: str) -> dict:
-    """Mean over the runs of ``key`` at each step (runs that diverged stop early)."""
-    steps: dict[int, list[float]] = {}
-    for r in runs:
-        for point in r["curve"]:
-            if point[key] is not None:
-                steps.setdefault(point["step"], []).append(point[key])
-    order = sorted(steps)
-    return dict(step=order, mean=[float(np.mean(steps[s])) for s in order],
-                min=[min(steps[s]) for s in order], max=[max(steps[s]) for s in order])
-
-
 def run(session: Session) -> dict:
     runs = session.runs(needs(session))
     curves = {}
@@ -38,8 +25,8 @@ def run(session: Session) -> dict:
         for p in session.policies:
             chosen = [r for r in runs if r["task"] == t and r["policy"] == p]
             curves[f"{t}/{p}"] = dict(
-                task=t, policy=p, loss=_mean_curve(chosen, "loss"),
-                metric=_mean_curve(chosen, "metric"),
+                task=t, policy=p, loss=mean_curve(chosen, "loss"),
+                metric=mean_curve(chosen, "metric"),
                 diverged_at=[r["diverged_at"] for r in chosen if r["diverged"]],
             )
     return dict(metrics={t: task(t).metric for t in session.tasks}, curves=curves)

@@ -65,6 +65,19 @@ def write(path: Path | str, document: dict) -> Path:
     return path
 
 
+def mean_curve(runs: list[dict], key: str) -> dict:
+    """The mean, minimum and maximum over ``runs`` of the curve value ``key`` at each
+    step where any run has one (a diverged run stops early)."""
+    at: dict[int, list[float]] = {}
+    for r in runs:
+        for point in r["curve"]:
+            if point[key] is not None:
+                at.setdefault(point["step"], []).append(point[key])
+    steps = sorted(at)
+    return dict(step=steps, mean=[float(np.mean(at[s])) for s in steps],
+                min=[min(at[s]) for s in steps], max=[max(at[s]) for s in steps])
+
+
 def summary(runs: list[dict], task: str, policy: str) -> dict:
     """Mean and spread (sample standard deviation) of the final metric over seeds;
     diverged runs are counted apart."""
