@@ -257,3 +257,12 @@ def test_unknown_names_are_errors():
         command.study("z")
     with pytest.raises(ValueError, match="unknown budget 'medium'"):
         tasks.task("digits_mlp").budget("medium")
+
+
+def test_an_interrupted_command_says_how_to_continue(tmp_path, monkeypatch, capsys):
+    def interrupted(session, names):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "reproduce", interrupted)
+    assert command.main(["--out", str(tmp_path), "--jobs", "1"]) == 130
+    assert "run the same command again to continue" in capsys.readouterr().err

@@ -98,7 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(str(exc))
     one_thread()
     started = time.perf_counter()
-    reproduce(session, list(args.only or STUDIES))
+    try:
+        reproduce(session, list(args.only or STUDIES))
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; finished runs are kept in {session.cache.root}: run the same "
+              "command again to continue", file=sys.stderr)
+        return 130
     print(f"wrote {session.out / 'results.md'}, results.json and figures in "
           f"{time.perf_counter() - started:.0f}s", file=sys.stderr)
     return 0
