@@ -51,8 +51,11 @@ def parser() -> argparse.ArgumentParser:
                         f"{SEEDS['full']} full)")
     p.add_argument("--only", nargs="+", metavar="NAME", choices=STUDIES,
                    help=f"run only these studies: {', '.join(STUDIES)}")
-    p.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
-    p.add_argument("--policies", nargs="+", choices=list(ABLATIONS), default=list(ABLATIONS))
+    p.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS),
+                   metavar="TASK", help=f"tasks to train (default: all of {', '.join(TASKS)})")
+    p.add_argument("--policies", nargs="+", choices=list(ABLATIONS), default=list(ABLATIONS),
+                   metavar="POLICY",
+                   help=f"policies to train (default: all of {', '.join(ABLATIONS)})")
     p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
                    help="training runs in parallel processes (default: %(default)s)")
     return p
