@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -266,3 +267,25 @@ def test_an_interrupted_command_says_how_to_continue(tmp_path, monkeypatch, caps
     monkeypatch.setattr(command, "reproduce", interrupted)
     assert command.main(["--out", str(tmp_path), "--jobs", "1"]) == 130
     assert "run the same command again to continue" in capsys.readouterr().err
+
+
+def test_the_command_computes_on_one_thread_and_leaves_the_process_as_it_was(tmp_path,
+                                                                            monkeypatch):
+    import numba
+    from threadpoolctl import threadpool_info
+
+    seen = {}
+
+    def record(session, names):
+        seen["numba"] = numba.get_num_threads()
+        seen["blas"] = {p["num_threads"] for p in threadpool_info()}
+
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    environ = dict(os.environ)
+    monkeypatch.setattr(command, "reproduce", record)
+    assert command.main(["--out", str(tmp_path), "--jobs", "1"]) == 0
+    assert seen["numba"] == 1 and seen["blas"] <= {1}
+    assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS
+    assert dict(os.environ) == environ
+    # Numba rereads the environment at each compilation and refuses a changed thread count.
+    assert numba.njit(lambda v: v + 1)(1) == 2

@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
                           jobs=args.jobs, stream=sys.stderr)
     except ValueError as exc:
         parser().error(str(exc))
-    one_thread()
     started = time.perf_counter()
     try:
-        reproduce(session, list(args.only or STUDIES))
+        with one_thread():
+            reproduce(session, list(args.only or STUDIES))
     except KeyboardInterrupt:
         print(f"\ninterrupted; finished runs are kept in {session.cache.root}: run the same "
               "command again to continue", file=sys.stderr)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import concurrent.futures as futures
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,12 +50,21 @@ def train_and_cache(root: str, spec: RunSpec, budget: str, progress=None) -> dic
     return record
 
 
-def one_thread() -> None:
-    """Limit this process's BLAS and Numba to one thread."""
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Within: this process's BLAS and Numba compute on one thread (restored after)."""
+    import numba
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)
-    os.environ.update(_ONE_THREAD)
+    # Numba reads NUMBA_NUM_THREADS once; writing it into a running process's
+    # environment makes its next compilation fail, so use the runtime setting.
+    before = numba.get_num_threads()
+    with threadpool_limits(1):
+        numba.set_num_threads(1)
+        try:
+            yield
+        finally:
+            numba.set_num_threads(before)
 
 
 @dataclass
@@ -110,10 +120,9 @@ class Session:
             return
         context = multiprocessing.get_context("spawn")
         saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-        os.environ.update(_ONE_THREAD)  # read by the workers' BLAS when they start
+        os.environ.update(_ONE_THREAD)  # read by the workers' Numba and BLAS as they start
         try:
-            with futures.ProcessPoolExecutor(self.jobs, mp_context=context,
-                                             initializer=one_thread) as pool:
+            with futures.ProcessPoolExecutor(self.jobs, mp_context=context) as pool:
                 pending = {pool.submit(train_and_cache, root, s, self.budget): s
                            for s in missing}
                 for done in futures.as_completed(pending):
