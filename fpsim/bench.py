@@ -18,6 +18,7 @@ from functools import partial
 import numpy as np
 
 import fpsim
+from fpsim.backends import get_backend
 
 ROUND_FORMATS = ("fp16", "bf16", "fp8_e4m3")
 ARITH_FORMATS = ("fp16", "bf16")
@@ -112,11 +113,28 @@ def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> l
             ("H100 block-FMA model", partial(fpsim.matmul, a, b, model=hw.H100)),
         )
         with fpsim.backend(backend):
+            engine = get_backend()
+            half = getattr(engine, "half", None)
+            if half is not None:
+                cases = (
+                    (f"{cases[0][0]} ({half.kind})", cases[0][1]),
+                    (f"{cases[0][0]} (software)", partial(without_half, engine, cases[0][1])),
+                    *cases[1:],
+                )
             for what, func in cases:
                 func()
                 seconds = median_seconds(func, repeats)
                 rows.append((what, n, seconds, seconds / reference))
     return rows
+
+
+def without_half(engine, func):
+    """``func`` with the Numba backend's binary16 hardware path switched off."""
+    half, engine.half = engine.half, None
+    try:
+        return func()
+    finally:
+        engine.half = half
 
 
 TRAIN_POLICIES = (
@@ -190,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes = tuple(int(v) for v in args.sizes.split(","))
         print("\nmatmul n x n x n, fp16-valued float32 inputs; ratio: median time / "
               "np.matmul's (timed alone)")
-        print(f"{'product':26} {'n':>5} {'seconds':>9} {'x BLAS':>8}")
+        print(f"{'product':36} {'n':>5} {'seconds':>9} {'x BLAS':>8}")
         for what, n, seconds, ratio in run_matmul(sizes, min(args.repeats, 3), args.backend):
-            print(f"{what:26} {n:5d} {seconds:9.4f} {ratio:8.1f}")
+            print(f"{what:36} {n:5d} {seconds:9.4f} {ratio:8.1f}")
     if args.which in ("all", "train"):
         print("\ntraining step, batch 64, SGD with momentum; ratio: median time / the "
               "float32 step's (alternating blocks)")

@@ -15,7 +15,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from fpsim.accumulation.schedule import pairwise_program, stack_depth
-from fpsim.backends import numba_loops
+from fpsim.backends import numba_half, numba_loops
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 
 
@@ -86,6 +86,9 @@ KERNELS_IN_LOOPS = (
     "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
 )
 
+# Binary16, nearest_even, subnormals: the accumulations numba_half runs in hardware.
+HALF_SPEC = (10, -14, 65504.0, 2.0**-14, 1, 1, 0, 0)
+
 # Arrays at least this long run in a loop compiled for their exact format and
 # mode (constants folded: about twice as fast); compiled once, cached on disk.
 SPECIALISE_FROM = 1 << 20
@@ -103,6 +106,8 @@ class Backend:
         self.digest = source_digest(numba_loops)
         self.kernels = instantiate(PRIMITIVES, _jit, suffix=f"_{self.digest}")
         self._loops: dict = {}
+        kind = numba_half.compiled_for()
+        self.half = kind and numba_half.HalfAccumulation(kind, source_digest(numba_half))
 
     def _loop(self, template, parallel=True, **binding):
         fast = (template, parallel, *binding.items())  # call sites keep their keyword order
@@ -154,6 +159,9 @@ class Backend:
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
         binding = dict(WANT_FLAGS=want_stats, STOCHASTIC=key is not None, ROUNDED=rounded,
                        SPEC=spec if out.size * max(A.shape[1], 1) >= SPECIALISE_FROM else None)
+        if (self.half and order == "sequential" and key is None and not want_stats
+                and spec[:8] == HALF_SPEC):
+            return self._accumulate_half(A, B, C, out, spec, rounded, parallel, binding, counts)
         key = np.uint64(0 if key is None else key)
         if order == "pairwise":
             program = pairwise_program(A.shape[1], has_c)
@@ -162,6 +170,19 @@ class Backend:
         else:
             loop = self._loop(numba_loops.accumulate_sequential, parallel, **binding)
             loop(A, B, C, out, counts, key, spec)
+        return counts.sum(axis=0)
+
+    def _accumulate_half(self, A, B, C, out, spec, rounded, parallel, binding, counts):
+        left = self.half.accumulate(A, B, C, out, rounded, parallel)
+        if left is None:  # not binary16 inputs, or a floating-point environment that is not IEEE
+            left = np.arange(A.shape[0])
+        if left.size:
+            per_group = A.shape[0] // B.shape[0]
+            b = B if B.shape[0] == 1 else B[left // per_group]
+            part = np.empty((left.size, out.shape[1]))
+            loop = self._loop(numba_loops.accumulate_sequential, parallel, **binding)
+            loop(A[left], b, C[left], part, counts, np.uint64(0), spec)
+            out[left] = part
         return counts.sum(axis=0)
 
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):

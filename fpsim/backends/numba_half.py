@@ -1,0 +1,216 @@
+"""Sequential binary16 accumulation on the CPU's own half-precision arithmetic.
+
+The generic loops round every addition in software. When the accumulator is
+IEEE binary16 with ``nearest_even`` and subnormals, and every input is a
+binary16 value, each step ``acc <- round(acc + a*b)`` is one IEEE operation
+that the CPU performs exactly:
+
+- ``native``: a binary16 fused multiply-add (x86 AVX512-FP16), which rounds
+  a*b + acc once (IEEE 754-2019 5.4.1);
+- ``f16c``: binary32 arithmetic plus the binary32-to-binary16 conversion. The
+  product of two binary16 values is exact in binary32 (22 <= 24 bits); the sum
+  is made round-to-odd in binary32 from its TwoSum error, and round-to-odd to
+  p + 2 or more bits followed by nearest-even to p bits is nearest-even to p
+  bits (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums:
+  proved algorithms using rounding to odd", IEEE TC 2008).
+
+Which one runs depends on the CPU features Numba compiles for; before each
+call a few probes check that the compiled step rounds as IEEE binary16 does
+(ties to even, no double rounding, subnormals neither flushed nor treated as
+zero), so a changed floating-point environment falls back to the generic
+loops instead of giving wrong bits. Rows whose result is not finite are
+recomputed by the generic loops (they own the IEEE special cases and flags).
+"""
+
+from __future__ import annotations
+
+import platform
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from fpsim.backends._instantiate import clone
+
+STEP = None
+ROUNDED = False
+
+
+@intrinsic
+def _half_fma(typingctx, a, b, c):
+    def codegen(context, builder, signature, args):
+        half = ir.HalfType()
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(half, [half] * 3), "llvm.fma.f16")
+        value = builder.call(fma, [builder.bitcast(v, half) for v in args])
+        return builder.bitcast(value, ir.IntType(16))
+
+    return types.uint16(types.uint16, types.uint16, types.uint16), codegen
+
+
+@intrinsic
+def _half_f32(typingctx, h):
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _f32_half(typingctx, x):
+    """binary32 to binary16 bits, rounded by the floating-point environment (nearest-even)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def _f32_bits(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, u):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+def _fma_native(a, b, c):
+    return _half_fma(a, b, c)
+
+
+def _fma_f16c(a, b, c):
+    x = _half_f32(a) * _half_f32(b)  # exact: 11 + 11 significant bits
+    y = _half_f32(c)
+    s = x + y
+    # TwoSum (Knuth): the exact error of the binary32 sum.
+    xv = s - y
+    yv = s - xv
+    e = (x - xv) + (y - yv)
+    sb = _f32_bits(s)
+    # Round to odd: an inexact sum whose last bit is even moves one unit toward the exact value.
+    toward = ((sb ^ _f32_bits(e)) >> 31) | np.int32(1)
+    fix = (e != 0) & ((sb & 1) == 0)
+    return _f32_half(_bits_f32(sb + (toward if fix else np.int32(0))))
+
+
+def _loop(A, B, C, out):
+    """out[r] = C[r] + sum_k A[r, k] * B[g, k], each step rounded to binary16 (as bits)."""
+    rows, k_len = A.shape
+    n = B.shape[2]
+    per_group = rows // B.shape[0]
+    one = np.uint16(0x3C00)
+    negative_zero = np.uint16(0x8000)
+    for r in prange(rows):
+        g = r // per_group
+        acc = C[r].copy()
+        for k in range(k_len):
+            a = A[r, k]
+            for j in range(n):
+                if ROUNDED:
+                    # round(a*b) is round(a*b + (-0)): -0 leaves every sum, signed zeros included.
+                    acc[j] = STEP(STEP(a, B[g, k, j], negative_zero), one, acc[j])
+                else:
+                    acc[j] = STEP(a, B[g, k, j], acc[j])
+        out[r] = acc
+
+
+def _to_half(x, out):
+    """Binary16 bits of the float64 values ``x``; False if one is not a finite binary16 value."""
+    ok = True
+    for i in range(x.size):
+        h = _f32_half(np.float32(x[i]))
+        out[i] = h
+        ok &= ((h & 0x7C00) != 0x7C00) & (np.float64(_half_f32(h)) == x[i])
+    return ok
+
+
+def _from_half(h, out):
+    for i in range(h.size):
+        out[i] = _half_f32(h[i])
+
+
+_STEPS = {"native": _fma_native, "f16c": _fma_f16c}
+
+# (a, b, c, IEEE binary16 round(a*b + c)) as bits; each fails one way of getting it wrong.
+PROBES = (
+    (0x3C01, 0x3BFF, 0x0009, 0x3C01),  # (1+2**-10)(1-2**-11) + 9*2**-24: double rounding
+    (0x3C00, 0x3C00, 0x1000, 0x3C00),  # 1 + 2**-11: a tie goes to even, not up or away
+    (0x3C00, 0x3C00, 0x1002, 0x3C01),  # 1 + 2**-11(1+2**-9): above the tie, not toward zero
+    (0xBC00, 0x3C00, 0x9002, 0xBC01),  # the same, negative: not toward +inf
+    (0x0C00, 0x0C00, 0x0000, 0x0001),  # 2**-12 * 2**-12 = 2**-24: subnormal result not flushed
+    (0x0001, 0x3C00, 0x0000, 0x0001),  # 2**-24 * 1: subnormal input not read as zero
+    (0x8000, 0x3C00, 0x8000, 0x8000),  # -0 + -0 = -0
+)
+
+
+def compiled_for() -> str | None:
+    """The half-precision arithmetic the CPU Numba compiles for offers, if any."""
+    if numba.config.CPU_NAME is not None:
+        features = numba.config.CPU_FEATURES or ""
+    else:
+        from llvmlite import binding
+
+        features = binding.get_host_cpu_features().flatten()
+    have = set(f[1:] for f in features.split(",") if f.startswith("+"))
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        if "avx512fp16" in have:
+            return "native"
+        return "f16c" if "f16c" in have else None
+    return "f16c" if machine in ("aarch64", "arm64") else None
+
+
+class HalfAccumulation:
+    """The compiled loops of one kind (``"native"`` or ``"f16c"``)."""
+
+    def __init__(self, kind: str, digest: str) -> None:
+        self.kind = kind
+        self.digest = digest
+        self._loops: dict = {}
+        jit = numba.njit(cache=True)
+        self.to_half = jit(_to_half)
+        self.from_half = jit(_from_half)
+
+    def loop(self, rounded: bool, parallel: bool):
+        key = (rounded, parallel)
+        if key not in self._loops:
+            namespace = dict(globals())
+            namespace.update(STEP=numba.njit(inline="always")(_STEPS[self.kind]),
+                             ROUNDED=rounded)
+            name = f"half_{self.kind}_{int(rounded)}_{int(parallel)}_{self.digest}"
+            self._loops[key] = numba.njit(parallel=parallel, cache=True)(
+                clone(_loop, namespace, name))
+        return self._loops[key]
+
+    def halves(self, x: np.ndarray) -> np.ndarray | None:
+        """``x`` as binary16 bits, or None if it holds a value that is not finite binary16."""
+        bits = np.empty(x.shape, dtype=np.uint16)
+        return bits if self.to_half(x.reshape(-1), bits.reshape(-1)) else None
+
+    def sound(self) -> bool:
+        """The probes: the compiled step rounds as IEEE binary16 does, here and now."""
+        p = np.array(PROBES, dtype=np.uint16)
+        got = np.empty((len(p), 1), dtype=np.uint16)
+        self.loop(False, False)(p[:, :1], p[:, 1].reshape(-1, 1, 1), p[:, 2:3], got)
+        return bool(np.array_equal(got[:, 0], p[:, 3]))
+
+    def accumulate(self, A, B, C, out, rounded: bool, parallel: bool) -> np.ndarray | None:
+        """``out`` (float64) from the binary16 accumulation; returns the rows left to do
+        (not finite), or None when the inputs or the environment do not allow this path."""
+        halves = [self.halves(x) for x in (A, B, C)]
+        if any(h is None for h in halves) or not self.sound():
+            return None
+        bits = np.empty(out.shape, dtype=np.uint16)
+        self.loop(rounded, parallel)(*halves, bits)
+        self.from_half(bits.reshape(-1), out.reshape(-1))
+        return np.flatnonzero(~np.isfinite(out).all(axis=1))
