@@ -237,3 +237,22 @@ def test_fp16_output_rounds_to_nearest(backend_name):
         output_rounding="nearest_even",
     )
     assert r == 2.0**-24
+
+
+@pytest.mark.parametrize("rounding", ["toward_zero", "nearest_even"])
+def test_overflow_then_more_blocks(rounding, backend_name):
+    """A block result that overflows (to max under toward_zero, to inf under nearest_even)
+    is the next block's c; a row with an infinite input gives its IEEE sum."""
+    m = dataclasses.replace(fpsim.hw.H100_BF16, name="h", block=2, output_rounding=rounding)
+    big = float(fpsim.round(2.0**127, "bf16"))
+    A = np.array([[big, big, 1.0, -1.0, 2.0], [-big, -big, 0.5, 0.0, 1.0]])
+    B = np.full((5, 2), 4.0)
+    C = np.array([[1.0, -big], [-1.0, big]])
+    got = fpsim.matmul(A, B, c=C, model=m)
+    if rounding == "toward_zero":
+        check(got, ref_block_fma(A, B, C, params(m)), "overflow to max")
+        assert np.isfinite(got).all()
+    else:  # 2**130 and 2**130 - 2**127 overflow; inf stays (the reference stops at inf)
+        check(got, np.array([[np.inf, np.inf], [-np.inf, -np.inf]]), "overflow to inf")
+    A[1, 1] = np.inf
+    assert (fpsim.matmul(A, B, c=C, model=m)[1] == np.inf).all()

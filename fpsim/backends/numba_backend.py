@@ -84,6 +84,7 @@ _EMPTY_FLAGS = np.zeros(0, dtype=np.uint8)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
     "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
+    "hw_decode", "bits_f64",
 )
 
 # Binary16, nearest_even, subnormals: the accumulations numba_half runs in hardware.
@@ -188,6 +189,20 @@ class Backend:
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
+        # Terms are below 2**(frac_bits + 2) (significands in [0, 4)): the block's sum,
+        # c's term included, is exact in binary64 while (block + 1) * 2**(frac_bits + 2)
+        # stays below 2**53.
+        if (not want_stats and (block + 1) << (hw[4] + 2) < 1 << 53
+                and all(np.isfinite(x).all() for x in (A, B, C))):
+            exps = []
+            for x in (A, B):
+                e = np.empty(x.shape, dtype=np.int64)
+                self._loop(numba_loops.input_exponents, parallel)(
+                    x.reshape(-1), e.reshape(-1), hw[0], hw[1])
+                exps.append(e)
+            loop = self._loop(numba_loops.accumulate_blocks_binary64, parallel)
+            loop(A, B, *exps, C, out, hw, out_spec, block)
+            return counts.sum(axis=0)
         loop = self._loop(numba_loops.accumulate_blocks, parallel, WANT_FLAGS=want_stats)
         loop(A, B, C, out, counts, hw, out_spec, block)
         return counts.sum(axis=0)

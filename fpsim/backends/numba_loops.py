@@ -12,6 +12,7 @@ import numpy as np
 from numba import prange
 
 from fpsim.accumulation.schedule import PUSH_C
+from fpsim.kernels.core import NO_EXPONENT
 
 KERNEL = None
 ROUNDED = False
@@ -30,9 +31,10 @@ def _bound_per_instance(*args):
 random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite = (
     _bound_per_instance
 )
-hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = (
+hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_decode = (
     _bound_per_instance
 )
+bits_f64 = _bound_per_instance
 
 
 def loop(x, y, z, out, flags, key, spec_in):
@@ -192,3 +194,50 @@ def accumulate_blocks(A, B, C, out, counts, hw, out_spec, block):
                     count_flags(counts, r, flag)
             if WANT_FLAGS:
                 counts[r, 2] += vanished
+
+
+def input_exponents(x, out, t, emin):
+    """Each input's exponent as the block FMA reads it (NO_EXPONENT for zero)."""
+    for i in prange(x.size):
+        sig, e = hw_decode(x[i], t, emin)
+        out[i] = e if sig != 0 else NO_EXPONENT
+
+
+def accumulate_blocks_binary64(A, B, EA, EB, C, out, hw, out_spec, block):
+    """``accumulate_blocks`` for finite inputs, with each product's term computed in
+    binary64: a*b is exact there, and so is the scaling by 2**(frac_bits - E); the
+    truncated terms are integers whose block sum stays below 2**53 (checked by the
+    caller). The accumulator's term and the rounding are the shared block kernels."""
+    rows, k_len = A.shape
+    n = B.shape[2]
+    per_group = rows // B.shape[0]
+    frac_bits = hw[4]
+    for r in prange(rows):
+        g = r // per_group
+        align = np.empty(n, dtype=np.int64)
+        scale = np.empty(n)
+        total = np.empty(n)
+        for j in range(n):
+            out[r, j] = C[r, j]
+        for k0 in range(0, k_len, block):
+            k1 = min(k_len, k0 + block)
+            for j in range(n):
+                align[j] = hw_c_exponent(finite_or_zero(out[r, j]), hw)
+            for k in range(k0, k1):
+                ea = EA[r, k]
+                for j in range(n):
+                    align[j] = max(align[j], ea + EB[g, k, j])
+            for j in range(n):
+                # 2**(frac_bits - E); E is above -900 whenever a term is nonzero.
+                scale[j] = bits_f64((frac_bits - max(align[j], -900) + 1023) << 52)
+                total[j] = 0.0
+            for k in range(k0, k1):
+                a = A[r, k]
+                for j in range(n):
+                    total[j] += np.trunc(a * B[g, k, j] * scale[j])
+            for j in range(n):
+                c = out[r, j]
+                term, lost = hw_c_term(finite_or_zero(c), align[j], hw)
+                value, flag = hw_finish(np.int64(total[j]) + term, align[j], hw, out_spec, False)
+                # An infinite block result (nearest_even output) stays, as IEEE addition keeps it.
+                out[r, j] = value if not is_nonfinite(c) else c
