@@ -1,0 +1,83 @@
+"""How far two arrays of one format's encodings are apart: identical bits, and the
+distance in units in the last place (the number of format values stepped over)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fpsim.bits import from_bits
+from fpsim.formats import Format, as_format
+
+# Histogram bins of the ulp distance: 0, 1, 2, 3-4, 5-8, ..., 2**14+1-2**15, more, NaN mismatch.
+HISTOGRAM_EDGES = (0, 1, 2) + tuple(2**k + 1 for k in range(1, 16))
+
+
+def _encodings(bits, fmt: Format, name: str) -> np.ndarray:
+    arr = np.asarray(bits)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name}: expected the encodings of {fmt.name} as an integer array, "
+                         f"got dtype {arr.dtype}")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= 2**fmt.bits):
+        raise ValueError(f"{name}: encodings of {fmt.name} lie in 0..2**{fmt.bits}-1")
+    return arr.astype(np.int64)
+
+
+def ulp_distance(x_bits, y_bits, fmt: Format | str) -> np.ndarray:
+    """Units in the last place between the encodings ``x_bits`` and ``y_bits`` of ``fmt``.
+
+    The count of format values from one to the other (+0 and -0 are one value);
+    0 where both are NaN, inf where exactly one is.
+    """
+    fmt = as_format(fmt)
+    x, y = _encodings(x_bits, fmt, "x_bits"), _encodings(y_bits, fmt, "y_bits")
+    if x.shape != y.shape:
+        raise ValueError(f"shapes differ: {x.shape} and {y.shape}")
+    top = np.int64(1) << (fmt.bits - 1)
+
+    def ordered(u):  # sign-magnitude to a line: -mag ... -0 = +0 ... +mag
+        return np.where(u & top, -(u & (top - 1)), u)
+
+    distance = np.abs(ordered(x) - ordered(y)).astype(np.float64)
+    nan_x, nan_y = np.isnan(from_bits(x, fmt)), np.isnan(from_bits(y, fmt))
+    distance[nan_x & nan_y] = 0.0
+    distance[nan_x != nan_y] = np.inf
+    return distance
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One case: ``identical`` is the share of bit-identical elements; ``histogram``
+    counts ulp distances in the bins of HISTOGRAM_EDGES (last bin: NaN against a number)."""
+
+    format: str
+    size: int
+    identical: float
+    max_ulp: float
+    median_ulp: float
+    histogram: tuple[int, ...]
+
+    def as_dict(self) -> dict:
+        return dict(format=self.format, size=self.size, identical=self.identical,
+                    max_ulp=self.max_ulp, median_ulp=self.median_ulp,
+                    histogram=list(self.histogram))
+
+
+def compare_bits(emulated_bits, hardware_bits, fmt: Format | str) -> Comparison:
+    """Compare the emulated and the hardware encodings of one case."""
+    fmt = as_format(fmt)
+    distance = ulp_distance(emulated_bits, hardware_bits, fmt).reshape(-1)
+    if distance.size == 0:
+        raise ValueError("nothing to compare: the arrays are empty")
+    same = np.asarray(emulated_bits).reshape(-1) == np.asarray(hardware_bits).reshape(-1)
+    finite = distance[np.isfinite(distance)]
+    counts = np.histogram(finite, bins=(*HISTOGRAM_EDGES, np.inf))[0]
+    return Comparison(
+        format=fmt.name,
+        size=int(distance.size),
+        identical=float(same.mean()),
+        max_ulp=float(distance.max()),
+        median_ulp=float(np.median(distance)),
+        histogram=(*(int(c) for c in counts), int((~np.isfinite(distance)).sum())),
+    )
