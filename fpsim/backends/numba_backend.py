@@ -10,29 +10,16 @@ import math
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
 from fpsim.accumulation.schedule import pairwise_program, stack_depth
 from fpsim.backends import numba_half, numba_loops
 from fpsim.backends._instantiate import clone, instantiate, source_digest
+from fpsim.backends.numba_bitcast import bitcast
 
-
-@intrinsic
-def _f64_bits(typingctx, x):
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def _bits_f64(typingctx, u):
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
+_f64_bits = bitcast(types.float64, types.int64)
+_bits_f64 = bitcast(types.int64, types.float64)
 
 
 @intrinsic

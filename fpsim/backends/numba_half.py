@@ -34,6 +34,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from fpsim.backends._instantiate import clone
+from fpsim.backends.numba_bitcast import bitcast
 
 STEP = None
 ROUNDED = False
@@ -68,20 +69,8 @@ def _f32_half(typingctx, x):
     return types.uint16(types.float32), codegen
 
 
-@intrinsic
-def _f32_bits(typingctx, x):
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
-def _bits_f32(typingctx, u):
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
+_f32_bits = bitcast(types.float32, types.int32)
+_bits_f32 = bitcast(types.int32, types.float32)
 
 
 def _fma_native(a, b, c):
