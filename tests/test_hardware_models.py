@@ -256,3 +256,75 @@ def test_overflow_then_more_blocks(rounding, backend_name):
         check(got, np.array([[np.inf, np.inf], [-np.inf, -np.inf]]), "overflow to inf")
     A[1, 1] = np.inf
     assert (fpsim.matmul(A, B, c=C, model=m)[1] == np.inf).all()
+
+
+# --- the Numba backend's tiled loops (several tiles, padded blocks, both working types) ------
+
+TILED_CASES = {  # model, input exponent range: binary32 and binary64 products, BLOCK % 4 != 0
+    "H100 fp16": (fpsim.hw.H100, (-14, 6)),
+    "V100 fp16": (fpsim.hw.V100, (-14, 6)),
+    "H100 bf16": (fpsim.hw.H100_BF16, (-80, 30)),
+    "block 5, fp8": (dataclasses.replace(fpsim.hw.A100, name="b5", block=5, frac_bits=10,
+                                         input="fp8_e4m3"), (-6, 5)),
+    "tf32, nearest": (dataclasses.replace(fpsim.hw.A100, name="t", input="tf32",
+                                          output_rounding="nearest_even"), (-30, 20)),
+}
+
+
+@pytest.mark.parametrize("case", TILED_CASES)
+def test_tiled_shapes_against_reference(case, backend_name):
+    """Batches, rows and columns over several tiles (32 x 128), K not a whole number of
+    blocks, c from fp32 subnormals to large values: bit for bit the reference."""
+    m, (lo, hi) = TILED_CASES[case]
+    rng = np.random.default_rng(len(case))
+    fmt = m.input
+    A = _values(rng, fmt, (2, 37, 35), lo, hi)
+    B = _values(rng, fmt, (2, 35, 133), lo, hi)
+    A[0, 3] = 0.0  # a row of zero products: the block's exponent comes from c alone
+    C = _values(rng, "fp32", (2, 37, 133), -126, 40, zero=0.2, sub=0.1)
+    check(fpsim.matmul(A, B, c=C, model=m), ref_block_fma(A, B, C, params(m)), case)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_largest_block_sum(sign, backend_name):
+    """Sixteen products of the largest fp16 significand, one sign, one exponent: the
+    block's terms sum to just under 2**31 (the binary32 loop's int32 limit)."""
+    top = 2.0 - 2.0**-10
+    A = np.full((1, 32), top * 2.0**3)
+    B = np.full((32, 1), sign * top * 2.0**-5)
+    for c in (0.0, sign * 3.0, -sign * 2.0**-30, sign * 2.0**40):
+        C = np.array([[c]])
+        check(fpsim.matmul(A, B, c=C, model=fpsim.hw.H100),
+              ref_block_fma(A, B, C, params(fpsim.hw.H100)), f"c={c}")
+
+
+def test_tiled_loop_is_used():
+    """The Numba backend runs finite-input products without stats in the tiled loop, in
+    binary32 for fp16-like inputs and binary64 for wide exponent ranges."""
+    from fpsim.backends import numba_backend, numba_loops
+
+    assert numba_backend._block_work(fpsim.hw.H100.params(), 16) == (np.float32, np.int32)
+    assert numba_backend._block_work(fpsim.hw.H100_BF16.params(), 16) == (np.float64, np.int64)
+    assert numba_backend._block_work(fpsim.hw.H100.params(), 17) == (np.float64, np.int64)
+    wide = dataclasses.replace(fpsim.hw.H100, frac_bits=40)
+    assert numba_backend._block_work(wide.params(), 4096) is None  # sums over 2**53
+    with fpsim.backend("numba"):
+        backend = fpsim.backends.get_backend()
+        used = []
+        loop = backend._loop
+
+        def record(template, *args, **kwargs):
+            used.append(template)
+            return loop(template, *args, **kwargs)
+
+        backend._loop = record
+        try:
+            A = np.ones((3, 20))
+            fpsim.matmul(A, A.T, model=fpsim.hw.H100)
+            assert numba_loops.accumulate_blocks_tiled in used
+            used.clear()
+            fpsim.matmul(A, A.T, model=fpsim.hw.H100, stats=True)
+            assert numba_loops.accumulate_blocks in used
+            assert numba_loops.accumulate_blocks_tiled not in used
+        finally:
+            del backend._loop

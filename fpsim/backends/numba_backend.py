@@ -20,6 +20,7 @@ from fpsim.backends.numba_bitcast import bitcast
 
 _f64_bits = bitcast(types.float64, types.int64)
 _bits_f64 = bitcast(types.int64, types.float64)
+_bits_f32 = bitcast(types.int32, types.float32)
 
 
 @intrinsic
@@ -111,6 +112,7 @@ class Backend:
             namespace.update(
                 {name: self.kernels[name] for name in KERNELS_IN_LOOPS},
                 count_flags=_jit(numba_loops.count_flags),
+                bits_f32=_bits_f32,
                 **binding,
             )
             kernel = binding.get("KERNEL", "")
@@ -176,20 +178,48 @@ class Backend:
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
-        # Terms are below 2**(frac_bits + 2) (significands in [0, 4)): the block's sum,
-        # c's term included, is exact in binary64 while (block + 1) * 2**(frac_bits + 2)
-        # stays below 2**53.
-        if (not want_stats and (block + 1) << (hw[4] + 2) < 1 << 53
-                and all(np.isfinite(x).all() for x in (A, B, C))):
-            exps = []
-            for x in (A, B):
-                e = np.empty(x.shape, dtype=np.int64)
-                self._loop(numba_loops.input_exponents, parallel)(
-                    x.reshape(-1), e.reshape(-1), hw[0], hw[1])
-                exps.append(e)
-            loop = self._loop(numba_loops.accumulate_blocks_binary64, parallel)
-            loop(A, B, *exps, C, out, hw, out_spec, block)
+        work = None if want_stats else _block_work(hw, block)
+        if work is not None and all(np.isfinite(x).all() for x in (A, B, C)):
+            self._accumulate_blocks_tiled(A, B, C, out, hw, out_spec, block, parallel, *work)
             return counts.sum(axis=0)
         loop = self._loop(numba_loops.accumulate_blocks, parallel, WANT_FLAGS=want_stats)
         loop(A, B, C, out, counts, hw, out_spec, block)
         return counts.sum(axis=0)
+
+    def _accumulate_blocks_tiled(self, A, B, C, out, hw, out_spec, block, parallel, work, acc):
+        k_len = A.shape[1]
+        padded = -(-k_len // block) * block
+        # Zeros pad the inner dimension to whole blocks: a zero product changes no block.
+        a = np.zeros((A.shape[0], padded), dtype=work)
+        a[:, :k_len] = A
+        b = np.zeros((B.shape[0], padded, B.shape[2]), dtype=work)
+        b[:, :k_len] = B
+        exponents = []
+        for x in (a, b):
+            e = np.empty(x.shape, dtype=np.int16)
+            self._loop(numba_loops.input_exponents, parallel)(
+                x.reshape(-1), e.reshape(-1), hw[0], hw[1], numba_loops.ZERO_EXPONENT)
+            exponents.append(e)
+        loop = self._loop(numba_loops.accumulate_blocks_tiled, parallel, HW=hw,
+                          OUT_SPEC=out_spec, BLOCK=block, WORK=work, ACC=acc, EXP=np.int16,
+                          WORK_BITS=np.dtype(work).itemsize * 8, TILE_ROWS=32, TILE_COLS=128)
+        loop(a, b, *exponents, C, out)
+
+def _block_work(hw, block):
+    """The (float, integer) types in which a block model's product terms are exact, or None.
+
+    Binary32 when a product of two inputs is a normal binary32 number (its 2t + 2
+    significant bits fit, its exponent is in range) and a block's terms, each below
+    2**(frac_bits + 2), fit int32; binary64 likewise, with block sums below 2**53.
+    """
+    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
+    emax_in = 2 - emin_in  # at least the largest exponent of every format fpsim defines
+    if 2 * (emax_in + 1) > 1000 or 2 * emin_in < -1000:
+        return None  # exponents (and the zero's, ZERO_EXPONENT) in int16 sums
+    term = 1 << (frac_bits + 2)
+    if (2 * t_in + 2 <= 24 and 2 * (emin_in - t_in) >= -126 and 2 * (emax_in + 1) <= 127
+            and frac_bits - 2 * emin_in <= 127 and block * (term - 1) < 1 << 31):
+        return np.float32, np.int32
+    if 2 * t_in + 2 <= 53 and (block + 1) * term < 1 << 53:
+        return np.float64, np.int64
+    return None

@@ -12,10 +12,13 @@ import numpy as np
 from numba import prange
 
 from fpsim.accumulation.schedule import PUSH_C
-from fpsim.kernels.core import NO_EXPONENT
 
 KERNEL = None
 ROUNDED = False
+HW = OUT_SPEC = WORK = ACC = EXP = None
+BLOCK = TILE_ROWS = TILE_COLS = WORK_BITS = 0
+# The exponent the block loops give a zero input: a product with it is below any other.
+ZERO_EXPONENT = -1024
 ARITY = 0
 WANT_FLAGS = False
 STOCHASTIC = False
@@ -34,6 +37,7 @@ random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite 
 hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_decode = (
     _bound_per_instance
 )
+bits_f32 = _bound_per_instance
 bits_f64 = _bound_per_instance
 
 
@@ -196,48 +200,90 @@ def accumulate_blocks(A, B, C, out, counts, hw, out_spec, block):
                 counts[r, 2] += vanished
 
 
-def input_exponents(x, out, t, emin):
-    """Each input's exponent as the block FMA reads it (NO_EXPONENT for zero)."""
+def input_exponents(x, out, t, emin, zero):
+    """Each input's exponent as the block FMA reads it (``zero`` for zero)."""
     for i in prange(x.size):
         sig, e = hw_decode(x[i], t, emin)
-        out[i] = e if sig != 0 else NO_EXPONENT
+        out[i] = e if sig != 0 else zero
 
 
-def accumulate_blocks_binary64(A, B, EA, EB, C, out, hw, out_spec, block):
-    """``accumulate_blocks`` for finite inputs, with each product's term computed in
-    binary64: a*b is exact there, and so is the scaling by 2**(frac_bits - E); the
-    truncated terms are integers whose block sum stays below 2**53 (checked by the
-    caller). The accumulator's term and the rounding are the shared block kernels."""
-    rows, k_len = A.shape
-    n = B.shape[2]
-    per_group = rows // B.shape[0]
-    frac_bits = hw[4]
-    for r in prange(rows):
-        g = r // per_group
-        align = np.empty(n, dtype=np.int64)
-        scale = np.empty(n)
-        total = np.empty(n)
-        for j in range(n):
-            out[r, j] = C[r, j]
-        for k0 in range(0, k_len, block):
-            k1 = min(k_len, k0 + block)
-            for j in range(n):
-                align[j] = hw_c_exponent(finite_or_zero(out[r, j]), hw)
-            for k in range(k0, k1):
-                ea = EA[r, k]
-                for j in range(n):
-                    align[j] = max(align[j], ea + EB[g, k, j])
-            for j in range(n):
-                # 2**(frac_bits - E); E is above -900 whenever a term is nonzero.
-                scale[j] = bits_f64((frac_bits - max(align[j], -900) + 1023) << 52)
-                total[j] = 0.0
-            for k in range(k0, k1):
-                a = A[r, k]
-                for j in range(n):
-                    total[j] += np.trunc(a * B[g, k, j] * scale[j])
-            for j in range(n):
-                c = out[r, j]
-                term, lost = hw_c_term(finite_or_zero(c), align[j], hw)
-                value, flag = hw_finish(np.int64(total[j]) + term, align[j], hw, out_spec, False)
-                # An infinite block result (nearest_even output) stays, as IEEE addition keeps it.
-                out[r, j] = value if not is_nonfinite(c) else c
+def accumulate_blocks_tiled(A, B, EA, EB, C, out):
+    """``accumulate_blocks`` for finite inputs whose products are exact in ``WORK``
+    (binary32 or binary64), bound with ``HW``, ``OUT_SPEC``, ``BLOCK``, ``ACC``, ``EXP``
+    and the tile shape.
+
+    ``EA``, ``EB``: the inputs' exponents (``EXP``, zero's is far below any product's).
+    Each product's term is trunc(a * b * 2**(frac_bits - E)): a*b and the scaling are
+    exact in ``WORK``, and the conversion to the integer type ``ACC`` cuts toward zero;
+    the caller checks that a block's terms cannot overflow ``ACC``. The block's sum
+    with c's term is an integer below 2**53, so ``sum * 2**(E - frac_bits)`` is exact
+    in binary64 and ``round_value`` rounds it once to the output. ``A`` and ``B`` are
+    padded with zeros to whole blocks (a zero product changes no block). Work runs
+    over tiles of rows and columns so that a block of B stays in cache for many rows.
+    """
+    groups, k_len, n = B.shape
+    per_group = A.shape[0] // groups
+    row_tiles = (per_group + TILE_ROWS - 1) // TILE_ROWS
+    col_tiles = (n + TILE_COLS - 1) // TILE_COLS
+    frac_bits = HW[4]
+    lowest = 2 * HW[1]  # a nonzero product's exponent is at least 2 * emin
+    for tile in prange(groups * row_tiles * col_tiles):
+        g = tile // (row_tiles * col_tiles)
+        r0 = g * per_group + (tile // col_tiles) % row_tiles * TILE_ROWS
+        r1 = min(r0 + TILE_ROWS, (g + 1) * per_group)
+        # Unsigned column indices: no negative-index fix-up, so the column loops vectorise.
+        j0 = np.uint64(tile % col_tiles * TILE_COLS)
+        j1 = np.uint64(min(n, tile % col_tiles * TILE_COLS + TILE_COLS))
+        c_align = np.empty((TILE_ROWS, TILE_COLS), dtype=WORK)
+        align = np.empty(TILE_COLS, dtype=WORK)
+        top = np.empty(TILE_COLS, dtype=EXP)
+        total = np.empty(TILE_COLS, dtype=ACC)
+        for r in range(r0, r1):
+            for j in range(j0, j1):
+                out[r, j] = C[r, j]
+                c_align[r - r0, j - j0] = hw_c_exponent(finite_or_zero(C[r, j]), HW)
+        for k0 in range(0, k_len, BLOCK):
+            for r in range(r0, r1):
+                ea = EA[r, k0:k0 + BLOCK]
+                a = A[r, k0:k0 + BLOCK]
+                c_row = c_align[r - r0]
+                for j in range(j0, j1):
+                    # The largest product exponent, in EXP (narrow lanes); four running
+                    # maxima make a shorter dependency chain than one.
+                    e0 = EXP(2 * ZERO_EXPONENT)
+                    e1 = e0
+                    e2 = e0
+                    e3 = e0
+                    for kk in range(0, BLOCK - 3, 4):
+                        e0 = max(e0, EXP(ea[kk] + EB[g, k0 + kk, j]))
+                        e1 = max(e1, EXP(ea[kk + 1] + EB[g, k0 + kk + 1, j]))
+                        e2 = max(e2, EXP(ea[kk + 2] + EB[g, k0 + kk + 2, j]))
+                        e3 = max(e3, EXP(ea[kk + 3] + EB[g, k0 + kk + 3, j]))
+                    for kk in range(BLOCK - BLOCK % 4, BLOCK):
+                        e0 = max(e0, EXP(ea[kk] + EB[g, k0 + kk, j]))
+                    top[j - j0] = max(max(e0, e1), max(e2, e3))
+                for j in range(j0, j1):
+                    # A block of zero products leaves its top far below c's exponent or the floor.
+                    e = max(c_row[j - j0], WORK(top[j - j0]))
+                    q = frac_bits - max(e, lowest)  # 2**q, from its encoding
+                    if WORK_BITS == 32:
+                        scale = bits_f32(np.int32(np.int32(q + 127) << 23))
+                    else:
+                        scale = bits_f64(np.int64(q + 1023) << 52)
+                    t = ACC(0)
+                    for kk in range(BLOCK):
+                        t += ACC(a[kk] * B[g, k0 + kk, j] * scale)
+                    total[j - j0] = t
+                    align[j - j0] = e
+                for j in range(j0, j1):
+                    c = out[r, j]
+                    # E is at least c's exponent, so c's term is exact before its cut.
+                    e = max(np.int64(align[j - j0]), -900)
+                    c_term = np.trunc(finite_or_zero(c) * bits_f64((frac_bits - e + 1023) << 52))
+                    exact = (float(total[j - j0]) + c_term) * bits_f64((e - frac_bits + 1023) << 52)
+                    value, unused = round_value(exact, 0, OUT_SPEC, False)
+                    # An infinite result (nearest_even output) stays, as IEEE addition keeps it.
+                    value = value if not is_nonfinite(c) else c
+                    out[r, j] = value
+                    c_row[j - j0] = hw_c_exponent(finite_or_zero(value), HW)
+
