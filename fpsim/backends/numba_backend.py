@@ -205,6 +205,7 @@ class Backend:
                           WORK_BITS=np.dtype(work).itemsize * 8, TILE_ROWS=32, TILE_COLS=128)
         loop(a, b, *exponents, C, out)
 
+
 def _block_work(hw, block):
     """The (float, integer) types in which a block model's product terms are exact, or None.
 

@@ -41,7 +41,7 @@ def hw_product(x, y, hw):
 def hw_c_exponent(c, hw):
     """The alignment exponent that the accumulator input contributes (and the floor)."""
     t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
-    sc, ec = hw_decode(c, t_out, emin_out)
+    unused, ec = hw_decode(c, t_out, emin_out)
     # c is a value of the format: its significand is zero exactly when c is.
     return maximum(select((f64_bits(c) & MAG) == 0, NO_EXPONENT, ec), exp_floor)
 
