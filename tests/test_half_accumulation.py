@@ -90,6 +90,31 @@ def test_rounded_products_against_the_rational_reference(half):
             check(got[i:i + 1], np.array([exp]), f"a={a[i]!r} b={b[i]!r} c={c[i]!r}")
 
 
+@pytest.mark.parametrize("rounded", [False, True])
+def test_tiles_against_the_reference(half, rounded):
+    """Tiles of 3 rows and 8 columns: partial tiles at both edges, groups that end inside
+    a tile, and several column tiles per row, serial and parallel."""
+    tiled = numba_half.HalfAccumulation(half.kind, "test", tile=(3, 8))
+    rng = np.random.default_rng(11)
+    groups, per_group, k_len, n = 2, 7, 6, 19
+    A = finite_halves(rng, groups * per_group * k_len, 0.97).reshape(groups * per_group, k_len)
+    B = finite_halves(rng, groups * k_len * n, 0.97).reshape(groups, k_len, n)
+    C = finite_halves(rng, groups * per_group * n, 0.97).reshape(groups * per_group, n)
+    products = "rounded" if rounded else "exact"
+    expected = np.concatenate([
+        ref_matmul(A[g * per_group:(g + 1) * per_group], B[g], C[g * per_group:(g + 1) * per_group],
+                   accum="fp16", rounding="nearest_even", order="sequential",
+                   products=products, subnormals=True, saturate=False)
+        for g in range(groups)])
+    for parallel in (False, True):
+        out = np.empty(C.shape)
+        left = tiled.accumulate(A, B, C, out, rounded, parallel)
+        assert left is not None
+        out[left] = expected[left] = np.nan  # not finite: the generic loops' job
+        check(out, expected, f"parallel={parallel}")
+    assert left.size < len(out) // 2
+
+
 @pytest.mark.parametrize("products", ["exact", "rounded"])
 def test_matmuls_against_the_reference(products):
     """Through fpsim.matmul: c, batches with their own B, and rows that overflow (left to

@@ -38,6 +38,10 @@ from fpsim.backends.numba_bitcast import bitcast
 
 STEP = None
 ROUNDED = False
+TILE_ROWS = 4
+TILE_COLS = 512
+# Conversions of arrays this large or larger run in parallel.
+PARALLEL_CONVERSION = 1 << 16
 
 
 @intrinsic
@@ -93,38 +97,56 @@ def _fma_f16c(a, b, c):
 
 
 def _loop(A, B, C, out):
-    """out[r] = C[r] + sum_k A[r, k] * B[g, k], each step rounded to binary16 (as bits)."""
+    """out[r] = C[r] + sum_k A[r, k] * B[g, k], each step rounded to binary16 (as bits).
+
+    Work runs over tiles of ``TILE_ROWS`` rows and ``TILE_COLS`` columns, so that each
+    stretch of B read from memory serves several rows; every element still adds its
+    products in the order k = 0, 1, ... (the order is the result).
+    """
     rows, k_len = A.shape
     n = B.shape[2]
     per_group = rows // B.shape[0]
+    row_tiles = (per_group + TILE_ROWS - 1) // TILE_ROWS
+    col_tiles = (n + TILE_COLS - 1) // TILE_COLS
     one = np.uint16(0x3C00)
     negative_zero = np.uint16(0x8000)
-    for r in prange(rows):
-        g = r // per_group
-        acc = C[r].copy()
+    for tile in prange(B.shape[0] * row_tiles * col_tiles):
+        g = tile // (row_tiles * col_tiles)
+        r0 = g * per_group + (tile // col_tiles) % row_tiles * TILE_ROWS
+        height = min(TILE_ROWS, (g + 1) * per_group - r0)
+        j0 = tile % col_tiles * TILE_COLS
+        width = min(TILE_COLS, n - j0)
+        acc = np.empty((TILE_ROWS, TILE_COLS), dtype=np.uint16)
+        for i in range(height):
+            acc[i, :width] = C[r0 + i, j0:j0 + width]
         for k in range(k_len):
-            a = A[r, k]
-            for j in range(n):
-                if ROUNDED:
-                    # round(a*b) is round(a*b + (-0)): -0 leaves every sum, signed zeros included.
-                    acc[j] = STEP(STEP(a, B[g, k, j], negative_zero), one, acc[j])
-                else:
-                    acc[j] = STEP(a, B[g, k, j], acc[j])
-        out[r] = acc
+            b = B[g, k, j0:j0 + width]
+            for i in range(height):
+                a = A[r0 + i, k]
+                row = acc[i]
+                for j in range(width):
+                    if ROUNDED:
+                        # round(a*b) is round(a*b + (-0)): -0 leaves every sum, signed zeros
+                        # included.
+                        row[j] = STEP(STEP(a, b[j], negative_zero), one, row[j])
+                    else:
+                        row[j] = STEP(a, b[j], row[j])
+        for i in range(height):
+            out[r0 + i, j0:j0 + width] = acc[i, :width]
 
 
 def _to_half(x, out):
     """Binary16 bits of the float64 values ``x``; False if one is not a finite binary16 value."""
-    ok = True
-    for i in range(x.size):
+    bad = 0
+    for i in prange(x.size):
         h = _f32_half(np.float32(x[i]))
         out[i] = h
-        ok &= ((h & 0x7C00) != 0x7C00) & (np.float64(_half_f32(h)) == x[i])
-    return ok
+        bad += ((h & 0x7C00) == 0x7C00) | (np.float64(_half_f32(h)) != x[i])
+    return bad == 0
 
 
 def _from_half(h, out):
-    for i in range(h.size):
+    for i in prange(h.size):
         out[i] = _half_f32(h[i])
 
 
@@ -162,21 +184,31 @@ def compiled_for() -> str | None:
 class HalfAccumulation:
     """The compiled loops of one kind (``"native"`` or ``"f16c"``)."""
 
-    def __init__(self, kind: str, digest: str) -> None:
+    def __init__(self, kind: str, digest: str, tile: tuple[int, int] = (4, 512)) -> None:
         self.kind = kind
         self.digest = digest
+        self.tile = tile
         self._loops: dict = {}
-        jit = numba.njit(cache=True)
-        self.to_half = jit(_to_half)
-        self.from_half = jit(_from_half)
+        self._conversions = {
+            parallel: tuple(numba.njit(parallel=parallel, cache=True)(
+                clone(f, globals(), f"{f.__name__}_{int(parallel)}"))
+                for f in (_to_half, _from_half))
+            for parallel in (False, True)
+        }
+
+    def convert(self, size: int):
+        """(to_half, from_half) for arrays of ``size`` elements: parallel for large ones."""
+        return self._conversions[size >= PARALLEL_CONVERSION]
 
     def loop(self, rounded: bool, parallel: bool):
         key = (rounded, parallel)
         if key not in self._loops:
             namespace = dict(globals())
             namespace.update(STEP=numba.njit(inline="always")(_STEPS[self.kind]),
-                             ROUNDED=rounded)
-            name = f"half_{self.kind}_{int(rounded)}_{int(parallel)}_{self.digest}"
+                             ROUNDED=rounded, TILE_ROWS=self.tile[0], TILE_COLS=self.tile[1])
+            rows, cols = self.tile
+            name = (f"half_{self.kind}_{int(rounded)}_{int(parallel)}_{rows}x{cols}_"
+                    f"{self.digest}")
             self._loops[key] = numba.njit(parallel=parallel, cache=True)(
                 clone(_loop, namespace, name))
         return self._loops[key]
@@ -184,7 +216,7 @@ class HalfAccumulation:
     def halves(self, x: np.ndarray) -> np.ndarray | None:
         """``x`` as binary16 bits, or None if it holds a value that is not finite binary16."""
         bits = np.empty(x.shape, dtype=np.uint16)
-        return bits if self.to_half(x.reshape(-1), bits.reshape(-1)) else None
+        return bits if self.convert(x.size)[0](x.reshape(-1), bits.reshape(-1)) else None
 
     def sound(self) -> bool:
         """The probes: the compiled step rounds as IEEE binary16 does, here and now."""
@@ -201,5 +233,5 @@ class HalfAccumulation:
             return None
         bits = np.empty(out.shape, dtype=np.uint16)
         self.loop(rounded, parallel)(*halves, bits)
-        self.from_half(bits.reshape(-1), out.reshape(-1))
+        self.convert(out.size)[1](bits.reshape(-1), out.reshape(-1))
         return np.flatnonzero(~np.isfinite(out).all(axis=1))
