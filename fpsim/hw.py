@@ -79,8 +79,9 @@ def block_matmul(a: np.ndarray, b: np.ndarray, model: BlockFMA, *, c=None, out=N
     fin, fout = as_format(model.input), as_format(model.output)
     backend = get_backend()
     in_spec = make_spec(fin, "nearest_even", True, False, None)
-    for name, x in (("A", a), ("B", b)):
-        flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+    shape, a2, b3 = layout(a, b)
+    for name, x in (("A", a2), ("B", b3)):
+        flat = x.reshape(-1)
         bad = backend.first_unrepresentable(flat, in_spec)
         if bad >= 0:
             raise ValueError(
@@ -88,7 +89,6 @@ def block_matmul(a: np.ndarray, b: np.ndarray, model: BlockFMA, *, c=None, out=N
                 f"{fin.name} ({model.name})"
             )
     out_spec = make_spec(fout, model.output_rounding, True, False, None)
-    shape, a2, b3 = layout(a, b)
     c0 = initial(c, shape, fout, out_spec)
     rows, n = a2.shape[0], b3.shape[2]
     result = np.empty((rows, n))

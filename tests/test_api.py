@@ -53,6 +53,21 @@ def test_unrepresentable_operand_named():
         fpsim.mul(np.inf, 1.0, "fp8_e4m3")
 
 
+@pytest.mark.parametrize("size", [(1 << 17) + 3, (1 << 20) + 7])
+def test_first_unrepresentable_in_large_arrays(backend_name, size):
+    """Arrays large enough for the Numba backend's count before the search: the first bad
+    element is the one named, wherever it lies; a clean array passes."""
+    x = np.ones(size)
+    fpsim.to_bits(x, "fp16")
+    x[-1] = 0.1
+    x[size - 5] = 1e6
+    with pytest.raises(ValueError, match=rf"1000000\.0\) \(flat index {size - 5}\)"):
+        fpsim.to_bits(x, "fp16")
+    x[3] = np.float32(0.1)
+    with pytest.raises(ValueError, match=r"flat index 3\)"):
+        fpsim.to_bits(x, "fp16")
+
+
 def test_arithmetic_precision_limit():
     with pytest.raises(ValueError, match="man_bits <= 29"):
         fpsim.add(1.0, 1.0, "fp64")

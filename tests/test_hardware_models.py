@@ -326,5 +326,11 @@ def test_tiled_loop_is_used():
             fpsim.matmul(A, A.T, model=fpsim.hw.H100, stats=True)
             assert numba_loops.accumulate_blocks in used
             assert numba_loops.accumulate_blocks_tiled not in used
+            used.clear()
+            A[1, 2] = np.inf  # an infinite input: its IEEE sums are the generic loop's job
+            got = fpsim.matmul(A, A.T, model=fpsim.hw.H100)
+            assert numba_loops.accumulate_blocks in used
+            assert numba_loops.accumulate_blocks_tiled not in used
+            assert got[1, 1] == got[1, 0] == np.inf and got[0, 0] == 20.0
         finally:
             del backend._loop

@@ -84,6 +84,8 @@ SPECIALISE_FROM = 1 << 20
 # Below this much work a loop runs on one thread: starting the thread pool costs
 # more, and BLAS threads still spinning after a product would slow it further.
 PARALLEL_FROM = 1 << 20
+# Operand checks of arrays this large or larger count the bad elements before searching.
+COUNT_FIRST = 1 << 16
 
 
 class Backend:
@@ -142,6 +144,12 @@ class Backend:
                         np.uint64(0 if key is None else key), spec))
 
     def first_unrepresentable(self, x, spec) -> int:
+        if x.size >= COUNT_FIRST:
+            # Most arrays are clean: a count (vectorised, in parallel) says so;
+            # the search, which stops at the first bad element, runs only if not.
+            count = self._loop(numba_loops.count_unrepresentable, parallel=True)
+            if count(x, spec) == 0:
+                return -1
         return int(self._loop(numba_loops.first_unrepresentable, parallel=False)(x, spec))
 
     def accumulate(self, A, B, C, out, spec, key, order, rounded, has_c, want_stats):
@@ -179,17 +187,25 @@ class Backend:
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
         work = None if want_stats else _block_work(hw, block)
-        if work is not None and all(np.isfinite(x).all() for x in (A, B, C)):
-            self._accumulate_blocks_tiled(A, B, C, out, hw, out_spec, block, parallel, *work)
-            return counts.sum(axis=0)
+        if work is not None and np.isfinite(C).all():
+            inputs = self._block_inputs(A, B, hw, block, parallel, work[0])
+            if inputs is not None:
+                loop = self._loop(numba_loops.accumulate_blocks_tiled, parallel, HW=hw,
+                                  OUT_SPEC=out_spec, BLOCK=block, WORK=work[0], ACC=work[1],
+                                  EXP=np.int16, WORK_BITS=np.dtype(work[0]).itemsize * 8,
+                                  TILE_ROWS=32, TILE_COLS=128)
+                loop(*inputs, C, out)
+                return counts.sum(axis=0)
         loop = self._loop(numba_loops.accumulate_blocks, parallel, WANT_FLAGS=want_stats)
         loop(A, B, C, out, counts, hw, out_spec, block)
         return counts.sum(axis=0)
 
-    def _accumulate_blocks_tiled(self, A, B, C, out, hw, out_spec, block, parallel, work, acc):
+    def _block_inputs(self, A, B, hw, block, parallel, work):
+        """(a, b, exponents of a, exponents of b) for the tiled loop: in ``work``, the inner
+        dimension padded with zeros to whole blocks (a zero product changes no block); None
+        if an input is not finite."""
         k_len = A.shape[1]
         padded = -(-k_len // block) * block
-        # Zeros pad the inner dimension to whole blocks: a zero product changes no block.
         a = np.zeros((A.shape[0], padded), dtype=work)
         a[:, :k_len] = A
         b = np.zeros((B.shape[0], padded, B.shape[2]), dtype=work)
@@ -197,13 +213,12 @@ class Backend:
         exponents = []
         for x in (a, b):
             e = np.empty(x.shape, dtype=np.int16)
-            self._loop(numba_loops.input_exponents, parallel)(
+            bad = self._loop(numba_loops.input_exponents, parallel)(
                 x.reshape(-1), e.reshape(-1), hw[0], hw[1], numba_loops.ZERO_EXPONENT)
+            if bad:
+                return None
             exponents.append(e)
-        loop = self._loop(numba_loops.accumulate_blocks_tiled, parallel, HW=hw,
-                          OUT_SPEC=out_spec, BLOCK=block, WORK=work, ACC=acc, EXP=np.int16,
-                          WORK_BITS=np.dtype(work).itemsize * 8, TILE_ROWS=32, TILE_COLS=128)
-        loop(a, b, *exponents, C, out)
+        return (a, b, *exponents)
 
 
 def _block_work(hw, block):

@@ -79,6 +79,15 @@ def first_unrepresentable(x, spec):
     return -1
 
 
+def count_unrepresentable(x, spec):
+    """How many elements of ``x`` are not values of the format (no early exit: it
+    vectorises and runs in parallel)."""
+    bad = 0
+    for i in prange(x.size):
+        bad += 0 if representable(float(x[i]), spec) else 1
+    return bad
+
+
 def count_flags(counts, row, flag):
     """Add one rounded addition with flags ``flag`` to ``counts[row]`` (see accumulation.stats)."""
     counts[row, 0] += 1
@@ -201,10 +210,14 @@ def accumulate_blocks(A, B, C, out, counts, hw, out_spec, block):
 
 
 def input_exponents(x, out, t, emin, zero):
-    """Each input's exponent as the block FMA reads it (``zero`` for zero)."""
+    """Each input's exponent as the block FMA reads it (``zero`` for zero); returns how
+    many inputs are not finite."""
+    bad = 0
     for i in prange(x.size):
         sig, e = hw_decode(x[i], t, emin)
         out[i] = e if sig != 0 else zero
+        bad += 0 if np.isfinite(x[i]) else 1
+    return bad
 
 
 def accumulate_blocks_tiled(A, B, EA, EB, C, out):
