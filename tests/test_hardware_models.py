@@ -334,3 +334,20 @@ def test_tiled_loop_is_used():
             assert got[1, 1] == got[1, 0] == np.inf and got[0, 0] == 20.0
         finally:
             del backend._loop
+
+
+def test_accumulation_loops_ask_for_wide_vectors():
+    """``wide_vectors()`` puts LLVM's per-function vector-width hint on the function that
+    calls it (see fpsim.backends.numba_vectors); the hint changes instructions, not
+    values (the tests above compare those)."""
+    import numba
+
+    from fpsim.backends.numba_vectors import ATTRIBUTE, wide_vectors
+
+    @numba.njit
+    def hinted(x):
+        wide_vectors()
+        return x + 1.0
+
+    assert hinted(1.0) == 2.0
+    assert ATTRIBUTE in next(iter(hinted.inspect_llvm().values()))

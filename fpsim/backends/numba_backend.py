@@ -14,9 +14,10 @@ from numba import types
 from numba.extending import intrinsic
 
 from fpsim.accumulation.schedule import pairwise_program, stack_depth
-from fpsim.backends import numba_half, numba_loops
+from fpsim.backends import numba_half, numba_loops, numba_vectors
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.numba_bitcast import bitcast
+from fpsim.backends.numba_vectors import wide_vectors
 
 _f64_bits = bitcast(types.float64, types.int64)
 _bits_f64 = bitcast(types.int64, types.float64)
@@ -94,11 +95,12 @@ class Backend:
     def __init__(self) -> None:
         # Numba checks only the caller's file for staleness: key every cache
         # entry by the sources it inlines.
-        self.digest = source_digest(numba_loops)
+        self.digest = source_digest(numba_loops, numba_vectors)
         self.kernels = instantiate(PRIMITIVES, _jit, suffix=f"_{self.digest}")
         self._loops: dict = {}
         kind = numba_half.compiled_for()
-        self.half = kind and numba_half.HalfAccumulation(kind, source_digest(numba_half))
+        half_digest = source_digest(numba_half, numba_vectors)
+        self.half = kind and numba_half.HalfAccumulation(kind, half_digest)
 
     def _loop(self, template, parallel=True, **binding):
         fast = (template, parallel, *binding.items())  # call sites keep their keyword order
@@ -115,6 +117,7 @@ class Backend:
                 {name: self.kernels[name] for name in KERNELS_IN_LOOPS},
                 count_flags=_jit(numba_loops.count_flags),
                 bits_f32=_bits_f32,
+                wide_vectors=wide_vectors,
                 **binding,
             )
             kernel = binding.get("KERNEL", "")

@@ -35,6 +35,7 @@ from numba.extending import intrinsic
 
 from fpsim.backends._instantiate import clone
 from fpsim.backends.numba_bitcast import bitcast
+from fpsim.backends.numba_vectors import wide_vectors
 
 STEP = None
 ROUNDED = False
@@ -111,6 +112,7 @@ def _loop(A, B, C, out):
     one = np.uint16(0x3C00)
     negative_zero = np.uint16(0x8000)
     for tile in prange(B.shape[0] * row_tiles * col_tiles):
+        wide_vectors()
         g = tile // (row_tiles * col_tiles)
         r0 = g * per_group + (tile // col_tiles) % row_tiles * TILE_ROWS
         height = min(TILE_ROWS, (g + 1) * per_group - r0)

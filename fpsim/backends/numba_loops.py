@@ -37,7 +37,7 @@ random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite 
 hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_decode = (
     _bound_per_instance
 )
-bits_f32 = _bound_per_instance
+bits_f32 = wide_vectors = _bound_per_instance
 bits_f64 = _bound_per_instance
 
 
@@ -241,6 +241,7 @@ def accumulate_blocks_tiled(A, B, EA, EB, C, out):
     frac_bits = HW[4]
     lowest = 2 * HW[1]  # a nonzero product's exponent is at least 2 * emin
     for tile in prange(groups * row_tiles * col_tiles):
+        wide_vectors()
         g = tile // (row_tiles * col_tiles)
         r0 = g * per_group + (tile // col_tiles) % row_tiles * TILE_ROWS
         r1 = min(r0 + TILE_ROWS, (g + 1) * per_group)
