@@ -92,8 +92,8 @@ def median_seconds(func, repeats: int) -> float:
 def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> list[tuple]:
     """Rows of (what, size, seconds, time ratio to float32 np.matmul).
 
-    BLAS is timed on its own, after a pause: right after a long parallel Numba
-    loop its threads compete with Numba's still-spinning workers.
+    Each measurement starts after a pause: right after a parallel loop, Numba's
+    workers or BLAS's threads still spin for a while and compete with the next one.
     """
     from fpsim import hw
 
@@ -123,6 +123,7 @@ def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> l
                 )
             for what, func in cases:
                 func()
+                time.sleep(0.5)
                 seconds = median_seconds(func, repeats)
                 rows.append((what, n, seconds, seconds / reference))
     return rows
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nmatmul n x n x n, fp16-valued float32 inputs; ratio: median time / "
               "np.matmul's (timed alone)")
         print(f"{'product':36} {'n':>5} {'seconds':>9} {'x BLAS':>8}")
-        for what, n, seconds, ratio in run_matmul(sizes, min(args.repeats, 3), args.backend):
+        for what, n, seconds, ratio in run_matmul(sizes, min(args.repeats, 5), args.backend):
             print(f"{what:36} {n:5d} {seconds:9.4f} {ratio:8.1f}")
     if args.which in ("all", "train"):
         print("\ntraining step, batch 64, SGD with momentum; ratio: median time / the "
