@@ -186,7 +186,8 @@ def compiled_for() -> str | None:
 class HalfAccumulation:
     """The compiled loops of one kind (``"native"`` or ``"f16c"``)."""
 
-    def __init__(self, kind: str, digest: str, tile: tuple[int, int] = (4, 512)) -> None:
+    def __init__(self, kind: str, digest: str,
+                 tile: tuple[int, int] = (TILE_ROWS, TILE_COLS)) -> None:
         self.kind = kind
         self.digest = digest
         self.tile = tile
