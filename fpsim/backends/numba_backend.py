@@ -189,13 +189,14 @@ class Backend:
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
-        work = None if want_stats else _block_work(hw, block)
-        if work is not None and np.isfinite(C).all():
-            inputs = self._block_inputs(A, B, hw, block, parallel, work[0])
+        exact_in = None if want_stats else _block_work(hw, block)
+        if exact_in is not None and np.isfinite(C).all():
+            work, acc = exact_in
+            inputs = self._block_inputs(A, B, hw, block, parallel, work)
             if inputs is not None:
                 loop = self._loop(numba_loops.accumulate_blocks_tiled, parallel, HW=hw,
-                                  OUT_SPEC=out_spec, BLOCK=block, WORK=work[0], ACC=work[1],
-                                  EXP=np.int16, WORK_BITS=np.dtype(work[0]).itemsize * 8,
+                                  OUT_SPEC=out_spec, BLOCK=block, WORK=work, ACC=acc,
+                                  EXP=np.int16, WORK_BITS=np.dtype(work).itemsize * 8,
                                   TILE_ROWS=32, TILE_COLS=128)
                 loop(*inputs, C, out)
                 return counts.sum(axis=0)
