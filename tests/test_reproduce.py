@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from fpsim.reproduce import command, results, session, tasks
-from fpsim.reproduce.ablations import ABLATIONS, ablation
+from fpsim.reproduce.ablations import ABLATIONS, ablation, shrunk
 from fpsim.reproduce.runs import train
 from fpsim.reproduce.session import Session
 from fpsim.reproduce.tasks import Budget
+from fpsim.training import Trainer
 
 TINY = {"quick": Budget(6, 3), "full": Budget(8, 4)}
 TRAIN_AND_CACHE = session.train_and_cache
@@ -137,6 +138,34 @@ def test_the_cache_key_covers_the_configuration(tiny_tasks):
     assert session.run_config(("digits_mlp", "no_master", 0), "quick") != base
 
 
+def test_shrunk_gradients_are_named_checked_and_flushed(tiny_tasks):
+    a = ablation("no_loss_scaling@2^-12")
+    assert a == shrunk(-12) and a.loss_scale == 2.0**-12 and a.policy == "mixed"
+    assert session.run_config(("digits_mlp", a.name, 0), "quick")["loss_scale"] == 2.0**-12
+    for bad in ("no_loss_scaling@2^0", "no_loss_scaling@2^3", "no_loss_scaling@2^-03",
+                "no_loss_scaling@2^-x", "mixed@2^-4"):
+        with pytest.raises(ValueError, match="unknown policy"):
+            ablation(bad)
+    for bad in (0, 2, -1.5):
+        with pytest.raises(ValueError, match="negative integer"):
+            shrunk(bad)
+    t = tiny_tasks["digits_mlp"]
+    flushed = [train(t, ablation(name), seed=0)["curve"][-1]["flushed"]
+               for name in ("no_loss_scaling", "no_loss_scaling@2^-16", "no_loss_scaling@2^-40")]
+    assert flushed[0] < flushed[1] < flushed[2] == 1.0  # 2^-40: below every fp16 number
+    # Every gradient flushed: the weights do not move; at 2^-1 (all normal) they do.
+    for exponent, moves in ((-40, False), (-1, True)):
+        model, optimizer = t.build(0)
+        a = shrunk(exponent)
+        trainer = Trainer(model, optimizer, a.precision(), loss_scale=a.loss_scale)
+        before = [w.data.copy() for w in model.parameters()]
+        batch = next(t.batches(0))
+        trainer.step(lambda batch=batch, model=model: t.loss(model, batch))
+        changed = [not np.array_equal(b, w.data)
+                   for b, w in zip(before, model.parameters(), strict=True)]
+        assert all(changed) if moves else not any(changed)
+
+
 def test_parallel_workers_fill_the_same_cache(tmp_path):
     """Two processes (which see the real tasks): the smallest real runs."""
     s = Session(out=tmp_path, seeds=2, tasks=("digits_mlp",), policies=("fp32",), jobs=2)
@@ -148,7 +177,7 @@ def test_parallel_workers_fill_the_same_cache(tmp_path):
 
 
 def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
-    from fpsim.experiments import accumulation_error
+    from fpsim.experiments import accumulation_error, gradient_scale
 
     monkeypatch.setattr(accumulation_error, "SIZES", (1, 2, 16, 2048, 4096))
     monkeypatch.setitem(accumulation_error.TRIALS, "quick", 3)
@@ -158,7 +187,8 @@ def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
     results.check_results(saved)
     assert saved == json.loads(json.dumps(document))
     assert set(saved["studies"]) == set(command.STUDIES)
-    assert len(saved["runs"]) == len(tasks.TASKS) * len(ABLATIONS) * 2
+    sweep = len(gradient_scale.EXPONENTS["quick"])
+    assert len(saved["runs"]) == len(tasks.TASKS) * (len(ABLATIONS) + sweep) * 2
     markdown = (tmp_path / "results.md").read_text()
     for name in command.STUDIES:
         module = command.study(name)
@@ -172,6 +202,10 @@ def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
     hist = saved["studies"]["gradient_histograms"]["tasks"]["digits_mlp"]["weight"]
     assert sum(hist["counts"]) + hist["zeros"] == hist["total"] > 0
     assert hist["flushed"] == sorted(hist["flushed"], reverse=True)  # scaling only helps
+    scaled = saved["studies"]["gradient_scale"]
+    assert [r["exponent"] for r in scaled["rows"] if r["task"] == "digits_mlp"] == [0, -4, -8]
+    assert set(scaled["mixed"]) == set(tasks.TASKS)
+    assert all("verdict" in r and r["seeds"] == 2 for r in scaled["rows"])
     # Studies reuse the cache: a second reproduction trains nothing.
     calls = _spy(monkeypatch)
     command.reproduce(s, ["final_metrics", "loss_scale"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fpsim.precision.policy import Policy, parse
@@ -9,11 +10,12 @@ from fpsim.precision.policy import Policy, parse
 
 @dataclass(frozen=True)
 class Ablation:
-    """A precision policy (see ``fpsim.precision.parse``) and a loss scale (None, "dynamic")."""
+    """A precision policy (see ``fpsim.precision.parse``) and a loss scale (None,
+    "dynamic", or a number: static)."""
 
     name: str
     policy: str
-    loss_scale: str | None
+    loss_scale: str | float | None
     summary: str
 
     def precision(self) -> Policy:
@@ -38,8 +40,28 @@ ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
 )}
 
 
+_SHRUNK = re.compile(r"no_loss_scaling@2\^(-[1-9][0-9]*)")
+
+
+def shrunk(exponent: int) -> Ablation:
+    """``no_loss_scaling`` with every gradient held in fp16 ``2**exponent`` times its size
+    (``exponent`` < 0), as a mean loss over ``2**-exponent`` times as many samples would
+    make it. A static loss scale of ``2**exponent`` does this: the weight gradients are
+    divided by it again in fp32, so the optimizer sees the same gradients as ever."""
+    if not isinstance(exponent, int) or exponent >= 0:
+        raise ValueError(f"the exponent of a shrunk gradient must be a negative integer, "
+                         f"got {exponent!r}")
+    return Ablation(f"no_loss_scaling@2^{exponent}", "mixed", 2.0**exponent,
+                    f"as no_loss_scaling, with gradients 2^{-exponent} times smaller in fp16")
+
+
 def ablation(name: str) -> Ablation:
-    """The ablation called ``name``."""
-    if name not in ABLATIONS:
-        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(ABLATIONS)}")
-    return ABLATIONS[name]
+    """The ablation called ``name``: one of ``ABLATIONS``, or ``no_loss_scaling@2^-k``
+    (see ``shrunk``)."""
+    if name in ABLATIONS:
+        return ABLATIONS[name]
+    match = _SHRUNK.fullmatch(name) if isinstance(name, str) else None
+    if match:
+        return shrunk(int(match.group(1)))
+    raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(ABLATIONS)}, "
+                     "or no_loss_scaling@2^-k")
