@@ -206,6 +206,17 @@ def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
     assert [r["exponent"] for r in scaled["rows"] if r["task"] == "digits_mlp"] == [0, -4, -8]
     assert set(scaled["mixed"]) == set(tasks.TASKS)
     assert all("verdict" in r and r["seeds"] == 2 for r in scaled["rows"])
+    from fpsim.experiments import gradient_error
+
+    errors = saved["studies"]["gradient_error"]["tasks"]
+    for name, t in tasks.TASKS.items():
+        rows = errors[name]["rows"]
+        batch = t.hyperparameters["batch_size"]
+        assert [(r["policy"], r["batch"]) for r in rows] == [
+            (p, batch * m) for m in gradient_error.MULTIPLES["quick"]
+            for p, _, _ in gradient_error.POLICIES]
+        # Every policy rounds in fp16 somewhere: never the binary64 gradient exactly.
+        assert all(0 < r["error"] < 1 and r["worst_error"] >= r["error"] * 0.999 for r in rows)
     # Studies reuse the cache: a second reproduction trains nothing.
     calls = _spy(monkeypatch)
     command.reproduce(s, ["final_metrics", "loss_scale"])

@@ -23,7 +23,7 @@ from fpsim.reproduce.tasks import TASKS
 # The studies, in the order results.md presents them (modules of fpsim.experiments,
 # which is the repository's experiments/ folder).
 STUDIES = ("final_metrics", "training_curves", "gradient_histograms", "lost_updates",
-           "loss_scale", "gradient_scale", "accumulation_error")
+           "loss_scale", "gradient_scale", "accumulation_error", "gradient_error")
 SEEDS = {"quick": 2, "full": 3}
 
 
