@@ -32,12 +32,11 @@ def needs(session: Session) -> list:
 
 
 def _trained(session: Session, t: Task) -> list[np.ndarray]:
-    steps = t.budget(session.budget).steps
+    """The weights after the run's last step (where it stopped, should it diverge)."""
     kept: list[np.ndarray] = []
 
     def keep(step, trainer, report, batch):
-        if step == steps:
-            kept[:] = [np.array(p.data) for p in trainer.model.parameters()]
+        kept[:] = [np.array(p.data) for p in trainer.model.parameters()]
 
     train(t, ablation("fp32"), 0, session.budget, on_step=keep)
     return kept
