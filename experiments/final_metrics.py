@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fpsim.reproduce.figures import COLORS, save, subplots
-from fpsim.reproduce.results import NOISE_FACTOR, compare, summary
+from fpsim.reproduce.results import NOISE_FACTOR, compare, comparison_cells, summary, summary_text
 from fpsim.reproduce.session import Session
 from fpsim.reproduce.tasks import task
 
@@ -66,17 +66,6 @@ def figures(result: dict, out: Path) -> list[str]:
     return [save(fig, out, "final_metrics.png")]
 
 
-def _cell(row: dict) -> str:
-    if row["mean"] is None:
-        return "diverged" if row["diverged"] else "n/a"
-    text = f"{row['mean']:.3f}"
-    if row["spread"] is not None:
-        text += f" ± {row['spread']:.3f}"
-    if row["diverged"]:
-        text += f" ({row['diverged']} of {row['seeds']} diverged; the rest)"
-    return text
-
-
 def markdown(result: dict, files: list[str]) -> str:
     tasks = list(result["metrics"])
     policies = list(dict.fromkeys(r["policy"] for r in result["rows"]))
@@ -88,17 +77,15 @@ def markdown(result: dict, files: list[str]) -> str:
         "| --- | " + " | ".join("---" for _ in tasks) + " |",
     ]
     for p in policies:
-        lines.append(f"| {p} | " + " | ".join(_cell(cells[(t, p)]) for t in tasks) + " |")
+        lines.append(f"| {p} | " + " | ".join(summary_text(cells[(t, p)]) for t in tasks) + " |")
     lines += ["", f"![final metrics]({files[0]})", "",
               f"Verdicts (\"worse\": the mean is worse by more than {result['noise_factor']:g} "
               "times the larger seed-to-seed standard deviation):", "",
               "| task | policy | against | tests | worse by | in spreads | verdict |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for v in result["verdicts"]:
-        worse = "" if v["worse_by"] is None else f"{v['worse_by']:+.4f}"
-        spreads = "" if v["spreads"] is None else f"{v['spreads']:.1f}"
         lines.append(f"| {v['task']} | {v['policy']} | {v['baseline']} | {v['tests']} | "
-                     f"{worse} | {spreads} | {v['verdict']} |")
+                     + " | ".join(comparison_cells(v)) + " |")
     return "\n".join(lines)
 
 

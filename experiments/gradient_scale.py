@@ -12,7 +12,7 @@ import numpy as np
 
 from fpsim.reproduce.ablations import shrunk
 from fpsim.reproduce.figures import COLORS, save, subplots
-from fpsim.reproduce.results import compare, mean_curve, summary
+from fpsim.reproduce.results import compare, comparison_cells, mean_curve, summary, summary_text
 from fpsim.reproduce.session import Session
 from fpsim.reproduce.tasks import task
 
@@ -91,13 +91,6 @@ def figures(result: dict, out: Path) -> list[str]:
     return [save(fig, out, "gradient_scale.png")]
 
 
-def _value(row: dict) -> str:
-    if row["mean"] is None:
-        return "diverged"
-    text = f"{row['mean']:.3f}" + ("" if row["spread"] is None else f" ± {row['spread']:.3f}")
-    return text + (f" ({row['diverged']} of {row['seeds']} diverged)" if row["diverged"] else "")
-
-
 def _percent(x: float | None) -> str:
     return "" if x is None or not math.isfinite(x) else f"{x:.2%}"
 
@@ -114,13 +107,11 @@ def markdown(result: dict, files: list[str]) -> str:
     for t in result["metrics"]:
         m = result["mixed"].get(t)
         if m is not None:
-            lines.append(f"| {t} | mixed (dynamic scale) | {_value(m)} | "
+            lines.append(f"| {t} | mixed (dynamic scale) | {summary_text(m)} | "
                          f"{_percent(m['flushed'])} | | | |")
         for r in (r for r in result["rows"] if r["task"] == t):
-            worse = "" if r.get("worse_by") is None else f"{r['worse_by']:+.4f}"
-            spreads = "" if r.get("spreads") is None else f"{r['spreads']:.1f}"
-            lines.append(f"| {t} | 2^{r['exponent']} | {_value(r)} | {_percent(r['flushed'])} "
-                         f"| {worse} | {spreads} | {r.get('verdict', '')} |")
+            lines.append(f"| {t} | 2^{r['exponent']} | {summary_text(r)} | "
+                         f"{_percent(r['flushed'])} | " + " | ".join(comparison_cells(r)) + " |")
     if files:
         lines += ["", f"![gradient scale]({files[0]})"]
     return "\n".join(lines)

@@ -122,3 +122,23 @@ def compare(a: dict, b: dict, higher_is_better: bool) -> dict:
         verdict = "within noise"
     return dict(worse_by=worse_by, spreads=None if math.isinf(spreads) else spreads,
                 verdict=verdict)
+
+
+def summary_text(row: dict) -> str:
+    """A summary (see ``summary``) as a table cell: mean ± spread, and diverged runs."""
+    if row["mean"] is None:
+        return "diverged" if row["diverged"] else "n/a"
+    text = f"{row['mean']:.3f}"
+    if row["spread"] is not None:
+        text += f" ± {row['spread']:.3f}"
+    if row["diverged"]:
+        text += f" ({row['diverged']} of {row['seeds']} diverged; the rest)"
+    return text
+
+
+def comparison_cells(verdict: dict) -> list[str]:
+    """A comparison (see ``compare``) as three table cells: worse by, in spreads, verdict
+    (empty where there is none)."""
+    worse, spreads = verdict.get("worse_by"), verdict.get("spreads")
+    return ["" if worse is None else f"{worse:+.4f}",
+            "" if spreads is None else f"{spreads:.1f}", verdict.get("verdict", "")]
