@@ -7,6 +7,8 @@ import dataclasses
 import json
 import math
 import os
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -136,6 +138,27 @@ def test_the_cache_key_covers_the_configuration(tiny_tasks):
     assert session.run_config(spec, "full") != base
     assert session.run_config(("digits_mlp", "mixed", 1), "quick") != base
     assert session.run_config(("digits_mlp", "no_master", 0), "quick") != base
+
+
+def test_a_study_edited_since_its_result_was_cached_is_computed_again(tmp_path, monkeypatch):
+    source = tmp_path / "edited_study.py"
+    source.write_text("NAME = 'edited_study'\n")
+    module = types.ModuleType("fpsim.experiments.edited_study")
+    module.__file__ = str(source)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    s = Session(out=tmp_path / "out", tasks=("digits_mlp",), policies=("fp32",))
+    computed = []
+
+    def compute():
+        computed.append(len(computed))
+        return {"value": len(computed)}
+
+    assert s.cached("edited_study", {"n": 1}, compute) == {"value": 1}
+    assert s.cached("edited_study", {"n": 1}, compute) == {"value": 1}  # cached
+    source.write_text("NAME = 'edited_study'  # changed\n")
+    assert s.cached("edited_study", {"n": 1}, compute) == {"value": 2}
+    assert s.cached("edited_study", {"n": 2}, compute) == {"value": 3}
+    assert computed == [0, 1, 2]
 
 
 def test_shrunk_gradients_are_named_checked_and_flushed(tiny_tasks):

@@ -4,6 +4,8 @@ folder and its cache, and the training runs (trained once, in parallel, and cach
 from __future__ import annotations
 
 import concurrent.futures as futures
+import hashlib
+import importlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +30,12 @@ def version() -> str:
     from fpsim import __version__
 
     return __version__
+
+
+def study_code(name: str) -> str:
+    """A digest of the source of study ``name`` (a module of ``fpsim.experiments``)."""
+    module = importlib.import_module(f"fpsim.experiments.{name}")
+    return hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()[:16]
 
 
 def run_config(spec: RunSpec, budget: str) -> dict:
@@ -142,8 +150,10 @@ class Session:
         return [self.cached_run(s) for s in specs]
 
     def cached(self, study: str, config: dict, compute: Callable[[], dict]) -> dict:
-        """A study's own computation, cached under ``config`` (plus budget and version)."""
-        config = dict(config, study=study, budget=self.budget, version=version())
+        """A study's own computation, cached under ``config`` (plus budget, version and
+        the study's source: a study edited since is computed again)."""
+        config = dict(config, study=study, code=study_code(study), budget=self.budget,
+                      version=version())
         result = self.cache.load("studies", config, study)
         if result is None:
             result = compute()
