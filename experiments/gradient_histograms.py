@@ -42,6 +42,7 @@ def _collect(session: Session, name: str) -> dict:
 
     def look(step, trainer, report, batch):
         if step in at:
+            trainer.model.zero_grad()  # the step's own gradients, else backward adds to them
             with policy:
                 loss = t.loss(trainer.model, batch)
                 loss.backward()

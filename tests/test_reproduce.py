@@ -246,6 +246,26 @@ def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
     assert calls == []
 
 
+def test_a_gradient_snapshot_is_that_batch_gradient_alone(tiny_tasks, tmp_path, monkeypatch):
+    """Gradients left over from the training step must not add into the snapshot."""
+    from fpsim.experiments import gradient_histograms as study
+
+    real_train = study.train
+
+    def train_leaving_large_gradients(t, ab, seed, budget, on_step):
+        def look(step, trainer, report, batch):
+            for p in trainer.model.parameters():
+                p.grad = np.full(p.data.shape, 2.0**20)
+            on_step(step, trainer, report, batch)
+
+        return real_train(t, ab, seed, budget, on_step=look)
+
+    monkeypatch.setattr(study, "train", train_leaving_large_gradients)
+    weight = study._collect(Session(out=tmp_path), "digits_mlp")["weight"]
+    assert weight["total"] > 0
+    assert weight["counts"][-1] == 0  # no value at 2^(HI - 1) or above
+
+
 def test_accumulation_errors_respect_the_deterministic_bounds(monkeypatch):
     from fpsim.experiments import accumulation_error as study
 
