@@ -316,7 +316,25 @@ def test_diverged_runs_count_as_worse_only_when_the_rest_are_worse_too():
     blown = dict(seeds=3, diverged=2, mean=7726.2, spread=None, min=7726.2, max=7726.2)
     assert results.compare(blown, mixed, False)["verdict"] == "worse (2 of 3 diverged)"
     lucky = dict(blown, mean=3.06, min=3.06, max=3.06)
-    assert results.compare(lucky, mixed, False)["verdict"] == "unknown"
+    assert results.compare(lucky, mixed, False)["verdict"] == "unknown (2 of 3 diverged)"
+
+
+def test_a_diverged_run_is_never_left_out_of_a_verdict():
+    mixed = dict(seeds=3, diverged=0, mean=3.07, spread=0.018, min=3.05, max=3.09)
+    one = dict(seeds=3, diverged=1, mean=2.90, spread=0.01, min=2.89, max=2.91)
+    assert results.compare(one, mixed, False)["verdict"] == "better (1 of 3 diverged)"
+    close = dict(one, mean=3.07, min=3.06, max=3.08)
+    assert results.compare(close, mixed, False)["verdict"] == "within noise (1 of 3 diverged)"
+    assert results.compare(mixed, close, False)["verdict"] == (
+        "within noise (reference: 1 of 3 diverged)")
+    assert results.compare(mixed, mixed, False)["verdict"] == "within noise"
+
+
+@pytest.mark.parametrize("document", [{"runs": [], "fpsim": "0.1"}, {"studies": {}, "x": 1},
+                                      [], {"runs": []}])
+def test_a_results_document_without_runs_and_studies_is_refused(document):
+    with pytest.raises(ValueError, match="'runs' and 'studies'"):
+        results.check_results(document)
 
 
 def test_summary_counts_diverged_runs_apart():

@@ -48,7 +48,7 @@ def check_run(run: dict) -> None:
 
 def check_results(document: dict) -> None:
     """Raise ValueError unless ``document`` is a valid results.json document."""
-    if not isinstance(document, dict) or set(document) < {"runs", "studies"}:
+    if not isinstance(document, dict) or not {"runs", "studies"} <= set(document):
         raise ValueError("results must be an object with 'runs' and 'studies'")
     if not isinstance(document["runs"], list) or not isinstance(document["studies"], dict):
         raise ValueError("'runs' must be a list and 'studies' an object")
@@ -100,7 +100,8 @@ def compare(a: dict, b: dict, higher_is_better: bool) -> dict:
     noise", "unknown" (fewer than two seeds each), or "worse (k of n diverged)" when
     runs of ``a`` diverged, none of ``b`` did, and every run of ``a`` that finished is
     worse than ``b``'s mean by more than NOISE_FACTOR of ``b``'s spreads (a diverged
-    run counts as infinitely worse).
+    run counts as infinitely worse). Otherwise diverged runs are named beside the
+    verdict on the finished ones: "within noise (1 of 3 diverged)".
     """
     worse_by = spreads = None
     if a["mean"] is not None and b["mean"] is not None:
@@ -112,8 +113,11 @@ def compare(a: dict, b: dict, higher_is_better: bool) -> dict:
                for v in finished):
             return dict(worse_by=worse_by, spreads=None,
                         verdict=f"worse ({a['diverged']} of {a['seeds']} diverged)")
+    diverged = "; ".join(f"{who}{x['diverged']} of {x['seeds']} diverged"
+                         for x, who in ((a, ""), (b, "reference: ")) if x["diverged"])
+    note = f" ({diverged})" if diverged else ""
     if worse_by is None or a["spread"] is None or b["spread"] is None:
-        return dict(worse_by=worse_by, spreads=None, verdict="unknown")
+        return dict(worse_by=worse_by, spreads=None, verdict="unknown" + note)
     spread = max(a["spread"], b["spread"])
     spreads = abs(worse_by) / spread if spread > 0 else (0.0 if worse_by == 0 else math.inf)
     if spreads > NOISE_FACTOR:
@@ -121,7 +125,7 @@ def compare(a: dict, b: dict, higher_is_better: bool) -> dict:
     else:
         verdict = "within noise"
     return dict(worse_by=worse_by, spreads=None if math.isinf(spreads) else spreads,
-                verdict=verdict)
+                verdict=verdict + note)
 
 
 def summary_text(row: dict) -> str:
