@@ -199,6 +199,22 @@ def test_parallel_workers_fill_the_same_cache(tmp_path):
         "quick"].steps
 
 
+def test_an_interrupted_parallel_sweep_starts_no_queued_run(tmp_path, monkeypatch):
+    s = Session(out=tmp_path, seeds=10, tasks=("digits_mlp",), policies=("fp32",), jobs=2)
+    as_completed = session.futures.as_completed
+
+    def interrupted_after_the_first(fs):
+        yield next(as_completed(fs))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session.futures, "as_completed", interrupted_after_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        s.ensure(s.specs())
+    finished = sum(s.cached_run(spec) is not None for spec in s.specs())
+    # The first, the two running beside it and at most one the pool had queued.
+    assert 1 <= finished <= 4
+
+
 def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
     from fpsim.experiments import accumulation_error, gradient_scale
 

@@ -133,9 +133,14 @@ class Session:
             with futures.ProcessPoolExecutor(self.jobs, mp_context=context) as pool:
                 pending = {pool.submit(train_and_cache, root, s, self.budget): s
                            for s in missing}
-                for done in futures.as_completed(pending):
-                    done.result()
-                    bar.advance(_label(pending[done]))
+                try:
+                    for done in futures.as_completed(pending):
+                        done.result()
+                        bar.advance(_label(pending[done]))
+                except BaseException:
+                    # Ctrl-C or a failed run: start no queued run (finished ones stay cached).
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
         finally:
             for k, v in saved.items():
                 if v is None:
