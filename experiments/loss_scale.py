@@ -30,6 +30,8 @@ def run(session: Session) -> dict:
 
 def figures(result: dict, out: Path) -> list[str]:
     tasks = list(dict.fromkeys(r["task"] for r in result["runs"]))
+    if not tasks:
+        return []
     fig, axes = subplots(len(tasks))
     for ax, t in zip(axes, tasks, strict=True):
         labelled = set()
@@ -58,6 +60,8 @@ def _scale_at(changes: dict, step: int) -> float:
 
 
 def markdown(result: dict, files: list[str]) -> str:
+    if not result["runs"]:
+        return f"No run with a dynamic loss scale: none of {', '.join(POLICIES)} was trained."
     lines = ["| task | policy | seed | skipped steps | of steps | final scale |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in result["runs"]:

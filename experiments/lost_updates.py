@@ -48,6 +48,8 @@ def run(session: Session) -> dict:
 
 def figures(result: dict, out: Path) -> list[str]:
     tasks = list(dict.fromkeys(s["task"] for s in result["series"].values()))
+    if not tasks:
+        return []
     fig, axes = subplots(len(tasks), rows=len(PANELS))
     for i, t in enumerate(tasks):
         for j, (key, policies, what) in enumerate(PANELS):
@@ -74,7 +76,8 @@ def markdown(result: dict, files: list[str]) -> str:
             continue
         lines.append(f"| {s['task']} | {s['quantity']} | {s['policy']} | "
                      f"{s['overall']:.2%} | {s['last']:.2%} |")
-    lines += ["", f"![lost updates]({files[0]})"]
+    if files:
+        lines += ["", f"![lost updates]({files[0]})"]
     return "\n".join(lines)
 
 

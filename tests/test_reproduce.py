@@ -282,6 +282,20 @@ def test_a_gradient_snapshot_is_that_batch_gradient_alone(tiny_tasks, tmp_path, 
     assert weight["counts"][-1] == 0  # no value at 2^(HI - 1) or above
 
 
+def test_every_study_copes_with_policies_it_does_not_use(tiny_tasks, tmp_path, monkeypatch):
+    from fpsim.experiments import accumulation_error
+
+    monkeypatch.setattr(accumulation_error, "SIZES", (1, 16))
+    monkeypatch.setitem(accumulation_error.TRIALS, "quick", 2)
+    s = Session(out=tmp_path, seeds=2, tasks=("digits_mlp",), policies=("fp32", "bf16"))
+    command.reproduce(s, list(command.STUDIES))
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert set(saved["studies"]) == set(command.STUDIES)
+    assert saved["studies"]["loss_scale"]["figures"] == []
+    assert saved["studies"]["lost_updates"]["figures"] == []
+    assert "No run with a dynamic loss scale" in (tmp_path / "results.md").read_text()
+
+
 def test_accumulation_errors_respect_the_deterministic_bounds(monkeypatch):
     from fpsim.experiments import accumulation_error as study
 
