@@ -375,14 +375,17 @@ def test_summary_counts_diverged_runs_apart():
     assert s["spread"] == pytest.approx(np.std([1.0, 2.0, 3.0], ddof=1))
 
 
-def test_command_line_rejects_bad_arguments(capsys):
+def test_command_line_rejects_bad_arguments(capsys, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
     for argv in (["--only", "nonsense"], ["--seeds", "0"], ["--jobs", "0"],
-                 ["--tasks", "imagenet"], ["--quick", "--full"]):
+                 ["--tasks", "imagenet"], ["--quick", "--full"], ["--out", str(a_file)]):
         with pytest.raises(SystemExit) as exc:
             command.main(argv)
         assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "nonsense" in err and "seeds must be at least 1" in err and "imagenet" in err
+    assert f"{str(a_file)!r} exists and is not a folder" in err
 
 
 def test_unknown_names_are_errors():

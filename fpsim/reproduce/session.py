@@ -90,6 +90,8 @@ class Session:
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
+        if self.out.exists() and not self.out.is_dir():
+            raise ValueError(f"the output folder {str(self.out)!r} exists and is not a folder")
         for name in self.tasks:
             task(name).budget(self.budget)
         for name in self.policies:
