@@ -5,6 +5,7 @@ every weight-gradient product) grows."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -32,11 +33,14 @@ def needs(session: Session) -> list:
 
 
 def _trained(session: Session, t: Task) -> list[np.ndarray]:
-    """The weights after the run's last step (where it stopped, should it diverge)."""
-    kept: list[np.ndarray] = []
+    """The weights after the run's last step whose weights are finite (the initial
+    weights, should the first step already blow them up)."""
+    kept = [np.array(p.data) for p in t.build(0)[0].parameters()]
 
     def keep(step, trainer, report, batch):
-        kept[:] = [np.array(p.data) for p in trainer.model.parameters()]
+        weights = [np.array(p.data) for p in trainer.model.parameters()]
+        if all(np.all(np.isfinite(w)) for w in weights):
+            kept[:] = weights
 
     train(t, ablation("fp32"), 0, session.budget, on_step=keep)
     return kept
@@ -54,10 +58,13 @@ def _gradients(t: Task, weights: list[np.ndarray], policy: Policy, scale: float,
     return [np.asarray(p.grad, dtype=np.float64) / scale for p in model.parameters()]
 
 
-def _relative_error(grads: list[np.ndarray], ref: list[np.ndarray]) -> float:
-    num = sum(float(np.sum((g - r) ** 2)) for g, r in zip(grads, ref, strict=True))
-    den = sum(float(np.sum(r**2)) for r in ref)
-    return float(np.sqrt(num / den))
+def _relative_error(grads: list[np.ndarray], ref: list[np.ndarray]) -> float | None:
+    """None when there is no finite answer (an overflowed gradient, or a zero reference)."""
+    with np.errstate(all="ignore"):
+        num = sum(float(np.sum((g - r) ** 2)) for g, r in zip(grads, ref, strict=True))
+        den = sum(float(np.sum(r**2)) for r in ref)
+        error = float(np.sqrt(num / den)) if den > 0 else math.nan
+    return error if math.isfinite(error) else None
 
 
 def _measure(session: Session, name: str) -> dict:
@@ -74,7 +81,7 @@ def _measure(session: Session, name: str) -> dict:
         for label, policy, scale in POLICIES:
             grads = _gradients(sized, weights, ablation(policy).precision(), scale, batch)
             each = [_relative_error([g], [r]) for g, r in zip(grads, ref, strict=True)]
-            worst = int(np.argmax(each))
+            worst = int(np.argmax([math.inf if e is None else e for e in each]))
             rows.append(dict(policy=label, batch=base * m, outputs=_outputs(batch),
                              error=_relative_error(grads, ref), worst=names[worst],
                              worst_error=each[worst]))
@@ -106,14 +113,23 @@ def figures(result: dict, out: Path) -> list[str]:
         rows = result["tasks"][name]["rows"]
         for label, _, _ in POLICIES:
             mine = [r for r in rows if r["policy"] == label]
-            ax.plot([r["outputs"] for r in mine], [r["error"] for r in mine], "o-",
+            ax.plot([r["outputs"] for r in mine], [_number(r["error"]) for r in mine], "o-",
                     color=COLORS.get(label), label=label)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if any(r["error"] for r in rows):  # a log axis needs a positive value to show
+            ax.set_yscale("log")
         ax.set(title=name, xlabel="predictions per batch",
                ylabel="relative error of the gradient")
         ax.legend(fontsize=7)
     return [save(fig, out, "gradient_error.png")]
+
+
+def _number(error: float | None) -> float:
+    return math.nan if error is None else error
+
+
+def _text(error: float | None) -> str:
+    return "not finite" if error is None else f"{error:.2e}"
 
 
 def markdown(result: dict, files: list[str]) -> str:
@@ -128,7 +144,8 @@ def markdown(result: dict, files: list[str]) -> str:
     for name, r in result["tasks"].items():
         for row in r["rows"]:
             lines.append(f"| {name} | {row['batch']} | {row['outputs']} | {row['policy']} | "
-                         f"{row['error']:.2e} | {row['worst']} | {row['worst_error']:.2e} |")
+                         f"{_text(row['error'])} | {row['worst']} | "
+                         f"{_text(row['worst_error'])} |")
     if files:
         lines += ["", f"![gradient error]({files[0]})"]
     return "\n".join(lines)

@@ -296,6 +296,24 @@ def test_every_study_copes_with_policies_it_does_not_use(tiny_tasks, tmp_path, m
     assert "No run with a dynamic loss scale" in (tmp_path / "results.md").read_text()
 
 
+def test_gradient_error_takes_the_last_finite_weights_of_a_diverging_run(tiny_tasks, tmp_path,
+                                                                         monkeypatch):
+    from fpsim.experiments import gradient_error
+
+    t = tasks.TASKS["digits_mlp"]
+    blowing_up = dataclasses.replace(t, hyperparameters=dict(t.hyperparameters, lr=1e9))
+    monkeypatch.setitem(tasks.TASKS, "digits_mlp", blowing_up)
+    assert train(blowing_up, ablation("fp32"), 0)["diverged"]
+    s = Session(out=tmp_path, seeds=1, tasks=("digits_mlp",), policies=("fp32",))
+    command.reproduce(s, ["gradient_error"])
+    rows = json.loads((tmp_path / "results.json").read_text())["studies"][
+        "gradient_error"]["tasks"]["digits_mlp"]["rows"]
+    assert len(rows) == len(gradient_error.POLICIES) * len(gradient_error.MULTIPLES["quick"])
+    assert all(r["error"] is None or 0 <= r["error"] < math.inf for r in rows)
+    assert gradient_error._relative_error([np.ones(2)], [np.zeros(2)]) is None
+    assert gradient_error._relative_error([np.array([np.inf])], [np.ones(1)]) is None
+
+
 def test_accumulation_errors_respect_the_deterministic_bounds(monkeypatch):
     from fpsim.experiments import accumulation_error as study
 
