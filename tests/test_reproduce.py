@@ -138,6 +138,19 @@ def test_the_cache_key_covers_the_configuration(tiny_tasks):
     assert session.run_config(spec, "full") != base
     assert session.run_config(("digits_mlp", "mixed", 1), "quick") != base
     assert session.run_config(("digits_mlp", "no_master", 0), "quick") != base
+    assert base["data"] == tasks.task("digits_mlp").data_digest()
+    assert tasks.task("char_lstm").data_digest() != base["data"]
+
+
+def test_the_cache_key_covers_the_data_and_the_code(monkeypatch):
+    spec = ("char_lstm", "mixed", 0)
+    base = session.run_config(spec, "quick")
+    assert base["code"] == session.package_code() and len(base["code"]) == 16
+    monkeypatch.setattr(tasks, "_corpus_digest", lambda: "another python")
+    assert session.run_config(spec, "quick") != base
+    monkeypatch.undo()
+    monkeypatch.setattr(session, "package_code", lambda: "another fpsim")
+    assert session.run_config(spec, "quick") != base
 
 
 def test_a_study_edited_since_its_result_was_cached_is_computed_again(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ folder and its cache, and the training runs (trained once, in parallel, and cach
 from __future__ import annotations
 
 import concurrent.futures as futures
+import functools
 import hashlib
 import importlib
 import multiprocessing
@@ -12,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from fpsim.reproduce.ablations import ABLATIONS, ablation
 from fpsim.reproduce.cache import Cache
@@ -32,6 +35,18 @@ def version() -> str:
     return __version__
 
 
+@functools.lru_cache(maxsize=1)
+def package_code() -> str:
+    """A digest of fpsim's own source: results cached by another fpsim are not reused."""
+    import fpsim
+
+    root = Path(fpsim.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def study_code(name: str) -> str:
     """A digest of the source of study ``name`` (a module of ``fpsim.experiments``)."""
     module = importlib.import_module(f"fpsim.experiments.{name}")
@@ -41,8 +56,8 @@ def study_code(name: str) -> str:
 def run_config(spec: RunSpec, budget: str) -> dict:
     """Everything that determines a run's result: its cache key."""
     task_name, policy, seed = spec
-    return dict(version=version(), seed=seed, **task(task_name).config(budget),
-                **ablation(policy).config())
+    return dict(version=version(), code=package_code(), numpy=np.__version__, seed=seed,
+                **task(task_name).config(budget), **ablation(policy).config())
 
 
 def _label(spec: RunSpec) -> str:
@@ -160,7 +175,7 @@ class Session:
         """A study's own computation, cached under ``config`` (plus budget, version and
         the study's source: a study edited since is computed again)."""
         config = dict(config, study=study, code=study_code(study), budget=self.budget,
-                      version=version())
+                      version=version(), package=package_code(), numpy=np.__version__)
         result = self.cache.load("studies", config, study)
         if result is None:
             result = compute()

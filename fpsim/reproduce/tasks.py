@@ -8,6 +8,7 @@ task says how many steps a ``quick`` and a ``full`` reproduction train for.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 from collections.abc import Iterator
@@ -51,10 +52,15 @@ class Task:
         return self.budgets[name]
 
     def config(self, budget: str) -> dict:
-        """Everything that determines a run of this task (the cache key)."""
+        """Everything that determines a run of this task (the cache key), its data
+        included: the pydoc topics differ between Python versions."""
         b = self.budget(budget)
         return dict(task=self.name, steps=b.steps, eval_every=b.eval_every,
-                    clip_norm=self.clip_norm, **self.hyperparameters)
+                    clip_norm=self.clip_norm, data=self.data_digest(), **self.hyperparameters)
+
+    def data_digest(self) -> str:
+        """A digest of the task's data."""
+        raise NotImplementedError
 
     def build(self, seed: int) -> tuple[Module, Optimizer]:
         """The model (initialised from ``seed``) and its optimizer."""
@@ -83,6 +89,27 @@ def _corpus():
     return load_text()
 
 
+def _digest(*arrays: np.ndarray) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=2)
+def _digits_digest(images: bool) -> str:
+    d = _digits(images)
+    return _digest(d.x_train, d.y_train, d.x_test, d.y_test)
+
+
+@functools.lru_cache(maxsize=1)
+def _corpus_digest() -> str:
+    c = _corpus()
+    return _digest(np.frombuffer(c.vocab.encode("utf-32-le"), np.uint8), c.train, c.valid)
+
+
 def _epochs(make_epoch, seed: int) -> Iterator:
     for epoch in itertools.count():
         yield from make_epoch(seed * 100_003 + epoch)
@@ -96,6 +123,9 @@ class DigitsTask(Task):
 
     def _data(self):
         return _digits(self.images)
+
+    def data_digest(self) -> str:
+        return _digits_digest(self.images)
 
     def build(self, seed: int) -> tuple[Module, Optimizer]:
         nn.manual_seed(seed)
@@ -153,6 +183,9 @@ class CharTask(Task):
 
     def _corpus(self):
         return _corpus()
+
+    def data_digest(self) -> str:
+        return _corpus_digest()
 
     def build(self, seed: int) -> tuple[Module, Optimizer]:
         nn.manual_seed(seed)
