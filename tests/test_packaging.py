@@ -4,12 +4,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import tomllib
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_package_folder_is_listed():
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library "
+                                  "from Python 3.11")
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts)
