@@ -172,8 +172,8 @@ class Session:
         return [self.cached_run(s) for s in specs]
 
     def cached(self, study: str, config: dict, compute: Callable[[], dict]) -> dict:
-        """A study's own computation, cached under ``config`` (plus budget, version and
-        the study's source: a study edited since is computed again)."""
+        """A study's own computation, cached under ``config`` plus the budget, NumPy's
+        version and digests of fpsim's and the study's source (an edit recomputes)."""
         config = dict(config, study=study, code=study_code(study), budget=self.budget,
                       version=version(), package=package_code(), numpy=np.__version__)
         result = self.cache.load("studies", config, study)
