@@ -9,10 +9,17 @@ import re
 from pathlib import Path
 
 
+def digest(*parts: bytes) -> str:
+    """A short digest of ``parts``, each length-prefixed so that no two splits collide."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little") + part)
+    return h.hexdigest()[:16]
+
+
 def key(config: dict) -> str:
     """A short digest of ``config`` (JSON with sorted keys)."""
-    text = json.dumps(config, sort_keys=True, allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return digest(json.dumps(config, sort_keys=True, allow_nan=False).encode())
 
 
 class Cache:

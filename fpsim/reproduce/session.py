@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import functools
-import hashlib
 import importlib
 import multiprocessing
 import os
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fpsim.reproduce.ablations import ABLATIONS, ablation
-from fpsim.reproduce.cache import Cache
+from fpsim.reproduce.cache import Cache, digest
 from fpsim.reproduce.progress import Progress
 from fpsim.reproduce.tasks import TASKS, task
 
@@ -41,23 +40,27 @@ def package_code() -> str:
     import fpsim
 
     root = Path(fpsim.__file__).parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
+    return digest(*(part for path in sorted(root.rglob("*.py"))
+                    for part in (path.relative_to(root).as_posix().encode(),
+                                 path.read_bytes())))
 
 
 def study_code(name: str) -> str:
     """A digest of the source of study ``name`` (a module of ``fpsim.experiments``)."""
     module = importlib.import_module(f"fpsim.experiments.{name}")
-    return hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()[:16]
+    return digest(Path(module.__file__).read_bytes())
+
+
+def provenance() -> dict:
+    """What every cached result also depends on: fpsim's version and source, NumPy."""
+    return dict(version=version(), code=package_code(), numpy=np.__version__)
 
 
 def run_config(spec: RunSpec, budget: str) -> dict:
     """Everything that determines a run's result: its cache key."""
     task_name, policy, seed = spec
-    return dict(version=version(), code=package_code(), numpy=np.__version__, seed=seed,
-                **task(task_name).config(budget), **ablation(policy).config())
+    return dict(provenance(), seed=seed, **task(task_name).config(budget),
+                **ablation(policy).config())
 
 
 def _label(spec: RunSpec) -> str:
@@ -174,8 +177,8 @@ class Session:
     def cached(self, study: str, config: dict, compute: Callable[[], dict]) -> dict:
         """A study's own computation, cached under ``config`` plus the budget, NumPy's
         version and digests of fpsim's and the study's source (an edit recomputes)."""
-        config = dict(config, study=study, code=study_code(study), budget=self.budget,
-                      version=version(), package=package_code(), numpy=np.__version__)
+        config = dict(config, **provenance(), study=study, study_code=study_code(study),
+                      budget=self.budget)
         result = self.cache.load("studies", config, study)
         if result is None:
             result = compute()

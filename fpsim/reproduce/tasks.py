@@ -8,7 +8,6 @@ task says how many steps a ``quick`` and a ``full`` reproduction train for.
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import math
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from fpsim.nn import functional as F
 from fpsim.nn.module import Module
 from fpsim.optim.optimizer import Optimizer
 from fpsim.precision.policy import Policy
+from fpsim.reproduce.cache import digest
 
 BUDGETS = ("quick", "full")
 
@@ -90,12 +90,8 @@ def _corpus():
 
 
 def _digest(*arrays: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:16]
+    return digest(*(part for a in arrays
+                     for part in (f"{a.dtype.str}{a.shape}".encode(), a.tobytes())))
 
 
 @functools.lru_cache(maxsize=2)
