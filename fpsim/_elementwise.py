@@ -2,45 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from fpsim._inputs import as_float_array, broadcast, flat_operand
 from fpsim.backends import get_backend
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
 from fpsim.kernels.random import mix64
-from fpsim.modes import STOCHASTIC, mode_code
-
-MAX_RANDOM_BITS = 53
-
-
-@functools.lru_cache(maxsize=512)
-def make_spec(
-    fmt: Format, rounding: str, subnormals: bool, saturate: bool, random_bits: int | None
-) -> tuple:
-    """The kernels' format-and-mode tuple (see ``fpsim.kernels.core``)."""
-    if random_bits is None:
-        random_bits = MAX_RANDOM_BITS
-    if (
-        isinstance(random_bits, bool)
-        or not isinstance(random_bits, (int, np.integer))
-        or not 1 <= random_bits <= MAX_RANDOM_BITS
-    ):
-        raise ValueError(
-            f"random_bits must be an integer in 1..{MAX_RANDOM_BITS}, got {random_bits!r}"
-        )
-    return (
-        fmt.man_bits,
-        fmt.emin,
-        fmt.max,
-        fmt.smallest_normal,
-        int(bool(subnormals)),
-        int(fmt.infinities),
-        int(bool(saturate)),
-        mode_code(rounding),
-        int(random_bits),
-    )
+from fpsim.kernels.spec import Spec, make_spec
+from fpsim.modes import STOCHASTIC
 
 
 def stream_key(seed) -> int:
@@ -92,20 +61,20 @@ def elementwise(
 
 
 def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarray | None,
-        spec: tuple, seed, check: bool = False, hot: bool = False) -> int:
+        spec: Spec, seed, check: bool = False, hot: bool = False) -> int:
     """The backend call alone: ``kernel`` over contiguous 1-D float32/float64 operands into
     ``out`` (and ``flag_out``); returns how many operands were unrepresentable (``check``).
 
     ``hot``: the caller repeats this spec many times (worth a loop compiled for it).
     """
-    key = stream_key(seed) if spec[7] == STOCHASTIC else None
+    key = stream_key(seed) if spec.mode == STOCHASTIC else None
     return get_backend().apply(
         kernel, flat, out.reshape(-1), None if flag_out is None else flag_out.reshape(-1),
         spec, key, check=check, hot=hot,
     )
 
 
-def _raise_unrepresentable(backend, arrays: dict, spec: tuple, fmt: Format) -> None:
+def _raise_unrepresentable(backend, arrays: dict, spec: Spec, fmt: Format) -> None:
     for name, arr in arrays.items():
         flat = flat_operand(arr, arr.shape)
         bad = backend.first_unrepresentable(flat, spec)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpsim._elementwise import make_spec
 from fpsim._inputs import as_float_array
 from fpsim.backends import get_backend
 from fpsim.formats import Format, as_format
+from fpsim.kernels.spec import make_spec
 
 _SIGN = np.uint64(1 << 63)
 _M52 = np.uint64((1 << 52) - 1)

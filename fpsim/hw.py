@@ -1,63 +1,13 @@
-"""Hardware block fused multiply-add models of NVIDIA tensor cores.
+"""Block fused multiply-add models of NVIDIA tensor cores: the presets.
 
-A ``BlockFMA`` describes how one matrix-multiply instruction adds a block of
-products to an accumulator; ``docs/hardware-models.md`` gives each preset's
-parameters and sources, ``docs/accumulation.md`` the algorithm.
+``docs/hardware-models.md`` gives each preset's parameters and sources; the
+model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``).
 """
 
-from __future__ import annotations
+from fpsim.accumulation.blocks import OUTPUT_ROUNDINGS, BlockFMA, block_matmul
 
-from dataclasses import dataclass, replace
-
-import numpy as np
-
-from fpsim._elementwise import make_spec
-from fpsim.accumulation.matmul import initial, layout
-from fpsim.accumulation.stats import AccumulationStats
-from fpsim.backends import get_backend
-from fpsim.formats import Format, as_format
-from fpsim.kernels.core import NO_EXPONENT
-
-OUTPUT_ROUNDINGS = ("toward_zero", "nearest_even")
-
-
-@dataclass(frozen=True)
-class BlockFMA:
-    """One instruction's block FMA: ``block`` products plus the accumulator per step.
-
-    ``frac_bits``: fraction bits kept below the alignment exponent (terms are
-    cut toward zero to that grid); ``exp_floor``: lower bound of the alignment
-    exponent (None: none); ``input``/``output``: formats; ``output_rounding``:
-    how the block's exact sum is rounded to the output.
-    """
-
-    name: str
-    block: int
-    frac_bits: int
-    exp_floor: int | None
-    input: str = "fp16"
-    output: str = "fp32"
-    output_rounding: str = "toward_zero"
-
-    def __post_init__(self) -> None:
-        if self.block < 1 or not 1 <= self.frac_bits <= 40:
-            raise ValueError(f"block must be >= 1 and frac_bits in 1..40, got {self}")
-        if self.output_rounding not in OUTPUT_ROUNDINGS:
-            raise ValueError(f"output_rounding must be one of {OUTPUT_ROUNDINGS}")
-        for fmt in (self.input, self.output):
-            as_format(fmt)
-
-    def with_input(self, fmt: Format | str) -> BlockFMA:
-        """The same model reading inputs of another format (e.g. ``"bf16"``)."""
-        name = as_format(fmt).name
-        return replace(self, input=name, name=f"{self.name.split('/')[0]}/{name}")
-
-    def params(self) -> tuple:
-        """The kernels' ``hw`` tuple."""
-        fin, fout = as_format(self.input), as_format(self.output)
-        floor = NO_EXPONENT if self.exp_floor is None else self.exp_floor
-        return (fin.man_bits, fin.emin, fout.man_bits, fout.emin, self.frac_bits, floor)
-
+__all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "PRESETS", "block_matmul",
+           "V100", "A100", "H100", "B200", "A100_BF16", "H100_BF16", "B200_BF16"]
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
 # Mikaitis, "Accurate models of NVIDIA tensor cores" (2025): see docs/hardware-models.md.
@@ -69,37 +19,3 @@ A100_BF16 = A100.with_input("bf16")
 H100_BF16 = H100.with_input("bf16")
 B200_BF16 = B200.with_input("bf16")
 PRESETS = {m.name: m for m in (V100, A100, H100, B200, A100_BF16, H100_BF16, B200_BF16)}
-
-
-def block_matmul(a: np.ndarray, b: np.ndarray, model: BlockFMA, *, c=None, out=None,
-                 stats: bool = False):
-    """A @ B as the hardware computes it with ``model`` (see ``fpsim.matmul(model=...)``)."""
-    if not isinstance(model, BlockFMA):
-        raise ValueError(f"model must be a fpsim.hw.BlockFMA, got {model!r}")
-    fin, fout = as_format(model.input), as_format(model.output)
-    backend = get_backend()
-    in_spec = make_spec(fin, "nearest_even", True, False, None)
-    shape, a2, b3 = layout(a, b)
-    for name, x in (("A", a2), ("B", b3)):
-        flat = x.reshape(-1)
-        bad = backend.first_unrepresentable(flat, in_spec)
-        if bad >= 0:
-            raise ValueError(
-                f"{name} holds {flat[bad]!r}, not a value of the model's input format "
-                f"{fin.name} ({model.name})"
-            )
-    out_spec = make_spec(fout, model.output_rounding, True, False, None)
-    c0 = initial(c, shape, fout, out_spec)
-    rows, n = a2.shape[0], b3.shape[2]
-    result = np.empty((rows, n))
-    counts = backend.accumulate_blocks(
-        a2, b3, c0.reshape(rows, n), result, model.params(), out_spec, model.block, stats
-    )
-    result = result.reshape(shape)
-    if out is not None:
-        from fpsim.rounding import round as round_to
-
-        result = round_to(result, out)
-    dtype = np.result_type(a, b, (as_format(out) if out is not None else fout).dtype)
-    result = np.asarray(result).astype(dtype, copy=False)
-    return (result, AccumulationStats.from_counts(counts)) if stats else result

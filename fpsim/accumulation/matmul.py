@@ -2,88 +2,30 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from fpsim._elementwise import make_spec, stream_key
+from fpsim._elementwise import stream_key
 from fpsim._inputs import as_float_array
+from fpsim.accumulation.blocks import block_matmul
+from fpsim.accumulation.operands import check_float32_values, initial, layout
 from fpsim.accumulation.stats import AccumulationStats
 from fpsim.backends import get_backend
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
+from fpsim.kernels.spec import Spec, make_spec
 from fpsim.modes import STOCHASTIC
+from fpsim.rounding import round as round_to
 
 ORDERS = ("sequential", "pairwise", "any")
 PRODUCTS = ("exact", "rounded")
 
 
-def check_float32_values(x: np.ndarray, name: str) -> None:
-    """Products of float32 values are exact in binary64; refuse anything else."""
-    if x.dtype in (np.float16, np.float32):
-        return
-    with np.errstate(over="ignore", invalid="ignore"):
-        bad = ~((x.astype(np.float32) == x) | np.isnan(x))
-    if bad.any():
-        where = tuple(int(i) for i in np.unravel_index(np.argmax(bad), x.shape))
-        raise ValueError(
-            f"{name}[{where}]={x[where]!r} is not a float32 value; the inputs of an "
-            f"accumulation must be float32 values (fp32, tf32, bf16, fp16, fp8) so that "
-            f"their products are exact"
-        )
-
-
-def accumulation_spec(accum, rounding, subnormals, saturate, random_bits) -> tuple[Format, tuple]:
+def accumulation_spec(accum, rounding, subnormals, saturate, random_bits) -> tuple[Format, Spec]:
     fmt = as_format(accum)
     if fmt.man_bits > MAX_ARITH_MAN_BITS:
         raise ValueError(
             f"accumulators need man_bits <= {MAX_ARITH_MAN_BITS}; {fmt.name} has {fmt.man_bits}"
         )
     return fmt, make_spec(fmt, rounding, subnormals, saturate, random_bits)
-
-
-def initial(c, shape: tuple[int, ...], fmt: Format, spec: tuple) -> np.ndarray:
-    """The initial accumulator: ``c`` broadcast to ``shape`` (values of ``fmt``), or +0."""
-    if c is None:
-        return np.zeros(shape)
-    arr = as_float_array(c, "c")
-    try:
-        flat = np.ascontiguousarray(np.broadcast_to(arr, shape), dtype=np.float64)
-    except ValueError:
-        raise ValueError(f"c of shape {arr.shape} does not broadcast to {shape}") from None
-    bad = get_backend().first_unrepresentable(flat.reshape(-1), spec)
-    if bad >= 0:
-        raise ValueError(
-            f"c={flat.reshape(-1)[bad]!r} (flat index {bad}) is not a value of the "
-            f"accumulator format {fmt.name}"
-        )
-    return flat
-
-
-def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
-    """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
-
-    Row r of a pairs with b[r // (rows // groups)]; b is not copied when it is one matrix.
-    Both come out as float64 (exact), so that each compiled loop serves every dtype.
-    """
-    m, k_len = a.shape[-2:]
-    n = b.shape[-1]
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
-        ) from None
-    single = math.prod(b.shape[:-2]) == 1
-    groups = 1 if single else math.prod(batch)
-    rows = math.prod(batch) * m
-    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len)), dtype=np.float64)
-    b3 = np.ascontiguousarray(
-        b.reshape(1, k_len, n) if single else np.broadcast_to(b, batch + (k_len, n)),
-        dtype=np.float64,
-    )
-    a2 = a2.reshape(rows, k_len)
-    b3 = b3.reshape(groups, k_len, n)
-    return batch + (m, n), a2, b3
 
 
 def accumulate(
@@ -129,16 +71,14 @@ def accumulate(
         c0 = initial(c, shape, fmt, spec)
         rows, n = a2.shape[0], b3.shape[2]
         result = np.empty((rows, n))
-        key = stream_key(seed) if spec[7] == STOCHASTIC else None
+        key = stream_key(seed) if spec.mode == STOCHASTIC else None
         counts = get_backend().accumulate(
-            a2, b3, c0.reshape(rows, n), result, spec, key,
-            "pairwise" if order == "pairwise" else "sequential",
-            products == "rounded", c is not None, stats,
+            a2, b3, c0.reshape(rows, n), result, spec, key=key,
+            order="pairwise" if order == "pairwise" else "sequential",
+            rounded=products == "rounded", has_c=c is not None, want_stats=stats,
         )
         result = result.reshape(shape)
     if out_fmt is not None:
-        from fpsim.rounding import round as round_to
-
         result = round_to(np.asarray(result, dtype=np.float64), out_fmt)
     result = np.asarray(result).astype(dtype, copy=False)
     return (result, AccumulationStats.from_counts(counts)) if stats else result
@@ -178,8 +118,6 @@ def matmul(
     check_float32_values(a, "A")
     check_float32_values(b, "B")
     if model is not None:
-        from fpsim.hw import block_matmul
-
         return block_matmul(a, b, model, c=c, out=out, stats=stats)
     return accumulate(
         a, b, accum=accum, rounding=rounding, order=order, products=products, out=out, c=c,

@@ -6,12 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fpsim.flags import ABSORBED, INEXACT, OVERFLOW, UNDERFLOW
-
-# Order of the counters the backends return.
-FIELDS = ("additions", "inexact", "absorbed", "underflow", "overflow")
-FLAG_OF_FIELD = {"inexact": INEXACT, "absorbed": ABSORBED, "underflow": UNDERFLOW,
-                 "overflow": OVERFLOW}
+from fpsim.backends.protocol import COUNTERS
 
 
 @dataclass(frozen=True)
@@ -27,7 +22,8 @@ class AccumulationStats:
 
     @classmethod
     def from_counts(cls, counts: np.ndarray) -> AccumulationStats:
-        return cls(*(int(v) for v in counts))
+        """From a backend's ``COUNTERS``."""
+        return cls(**{name: int(v) for name, v in zip(COUNTERS, counts, strict=True)})
 
     def fraction(self, name: str) -> float:
         """``name`` (e.g. ``"absorbed"``) as a fraction of the additions."""

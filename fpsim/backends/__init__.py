@@ -1,15 +1,8 @@
 """Backends run the kernels; this module selects one.
 
-The interface is narrow. A backend has a ``name`` and two methods:
-
-- ``apply(kernel, operands, out, flags, spec, key, check=False, hot=False)``: evaluate the
-  kernel named ``kernel`` (``"round_value"``, ``"op_add"``, ...) elementwise
-  over the 1-D, equally long float32/float64 ``operands``, writing ``out`` and,
-  unless ``flags`` is None, the uint8 ``flags``. ``key`` (uint64) keys the
-  random stream of stochastic rounding, by element index. With ``check``,
-  returns how many elements have an operand that is not a value of the format.
-- ``first_unrepresentable(x, spec)``: index of the first element of ``x`` that
-  is not a value of the format, or -1.
+What a backend must offer is ``fpsim.backends.protocol.Backend``: ``apply``
+(an elementwise kernel), ``first_unrepresentable``, ``accumulate`` and
+``accumulate_blocks``. The core calls nothing else.
 """
 
 from __future__ import annotations

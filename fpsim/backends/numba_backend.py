@@ -13,11 +13,14 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from fpsim.accumulation.schedule import pairwise_program, stack_depth
 from fpsim.backends import numba_half, numba_loops, numba_vectors
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
+from fpsim.backends.protocol import ARITY
+from fpsim.backends.schedule import pairwise_program, stack_depth
+from fpsim.formats import format as preset
+from fpsim.kernels.spec import make_spec
 
 _f64_bits = bitcast(types.float64, types.int64)
 _bits_f64 = bitcast(types.int64, types.float64)
@@ -59,16 +62,6 @@ PRIMITIVES = {
     "fsqrt": _jit(lambda x: math.sqrt(x)),
 }
 
-ARITY = {
-    "round_value": 1,
-    "op_sqrt": 1,
-    "op_add": 2,
-    "op_sub": 2,
-    "op_mul": 2,
-    "op_div": 2,
-    "op_fma": 3,
-}
-
 _EMPTY_FLAGS = np.zeros(0, dtype=np.uint8)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
@@ -76,8 +69,9 @@ KERNELS_IN_LOOPS = (
     "hw_decode", "bits_f64",
 )
 
-# Binary16, nearest_even, subnormals: the accumulations numba_half runs in hardware.
-HALF_SPEC = (10, -14, 65504.0, 2.0**-14, 1, 1, 0, 0)
+# Binary16, nearest_even, subnormals: the accumulations numba_half runs in hardware
+# (any number of random bits: they are not drawn).
+HALF_SPEC = make_spec(preset("fp16"), "nearest_even", True, False, None)
 
 # Arrays at least this long run in a loop compiled for their exact format and
 # mode (constants folded: about twice as fast); compiled once, cached on disk.
@@ -90,6 +84,8 @@ COUNT_FIRST = 1 << 16
 
 
 class Backend:
+    """The CPU backend (``fpsim.backends.protocol.Backend``)."""
+
     name = "numba"
 
     def __init__(self) -> None:
@@ -155,13 +151,13 @@ class Backend:
                 return -1
         return int(self._loop(numba_loops.first_unrepresentable, parallel=False)(x, spec))
 
-    def accumulate(self, A, B, C, out, spec, key, order, rounded, has_c, want_stats):
+    def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
         binding = dict(WANT_FLAGS=want_stats, STOCHASTIC=key is not None, ROUNDED=rounded,
                        SPEC=spec if out.size * max(A.shape[1], 1) >= SPECIALISE_FROM else None)
         if (self.half and order == "sequential" and key is None and not want_stats
-                and spec[:8] == HALF_SPEC):
+                and spec._replace(rbits=HALF_SPEC.rbits) == HALF_SPEC):
             return self._accumulate_half(A, B, C, out, spec, rounded, parallel, binding, counts)
         key = np.uint64(0 if key is None else key)
         if order == "pairwise":
@@ -218,7 +214,7 @@ class Backend:
         for x in (a, b):
             e = np.empty(x.shape, dtype=np.int16)
             bad = self._loop(numba_loops.input_exponents, parallel)(
-                x.reshape(-1), e.reshape(-1), hw[0], hw[1], numba_loops.ZERO_EXPONENT)
+                x.reshape(-1), e.reshape(-1), hw.t_in, hw.emin_in, numba_loops.ZERO_EXPONENT)
             if bad:
                 return None
             exponents.append(e)
@@ -232,7 +228,7 @@ def _block_work(hw, block):
     significant bits fit, its exponent is in range) and a block's terms, each below
     2**(frac_bits + 2), fit int32; binary64 likewise, with block sums below 2**53.
     """
-    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
+    t_in, emin_in, frac_bits = hw.t_in, hw.emin_in, hw.frac_bits
     emax_in = 2 - emin_in  # at least the largest exponent of every format fpsim defines
     if 2 * (emax_in + 1) > 1000 or 2 * emin_in < -1000:
         return None  # exponents (and the zero's, ZERO_EXPONENT) in int16 sums

@@ -11,7 +11,8 @@ specialised to a format (its constants fold into the code).
 import numpy as np
 from numba import prange
 
-from fpsim.accumulation.schedule import PUSH_C
+from fpsim.backends.schedule import PUSH_C
+from fpsim.flags import ABSORBED, INEXACT, OVERFLOW, UNDERFLOW
 
 KERNEL = None
 ROUNDED = False
@@ -89,12 +90,12 @@ def count_unrepresentable(x, spec):
 
 
 def count_flags(counts, row, flag):
-    """Add one rounded addition with flags ``flag`` to ``counts[row]`` (see accumulation.stats)."""
+    """Add one rounded addition with flags ``flag`` to ``counts[row]`` (protocol.COUNTERS)."""
     counts[row, 0] += 1
-    counts[row, 1] += (flag & 1) != 0
-    counts[row, 2] += (flag & 32) != 0
-    counts[row, 3] += (flag & 2) != 0
-    counts[row, 4] += (flag & 4) != 0
+    counts[row, 1] += (flag & INEXACT) != 0
+    counts[row, 2] += (flag & ABSORBED) != 0
+    counts[row, 3] += (flag & UNDERFLOW) != 0
+    counts[row, 4] += (flag & OVERFLOW) != 0
 
 
 def accumulate_sequential(A, B, C, out, counts, key, spec_in):
@@ -238,8 +239,8 @@ def accumulate_blocks_tiled(A, B, EA, EB, C, out):
     per_group = A.shape[0] // groups
     row_tiles = (per_group + TILE_ROWS - 1) // TILE_ROWS
     col_tiles = (n + TILE_COLS - 1) // TILE_COLS
-    frac_bits = HW[4]
-    lowest = 2 * HW[1]  # a nonzero product's exponent is at least 2 * emin
+    frac_bits = HW.frac_bits
+    lowest = 2 * HW.emin_in  # a nonzero product's exponent is at least 2 * emin
     for tile in prange(groups * row_tiles * col_tiles):
         wide_vectors()
         g = tile // (row_tiles * col_tiles)

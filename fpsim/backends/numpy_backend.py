@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpsim.accumulation.schedule import PUSH_C, pairwise_program
-from fpsim.accumulation.stats import FIELDS, FLAG_OF_FIELD
 from fpsim.backends._instantiate import instantiate
+from fpsim.backends.protocol import COUNTED_FLAGS
+from fpsim.backends.schedule import PUSH_C, pairwise_program
 
 CHUNK = 1 << 16
 
@@ -25,6 +25,8 @@ PRIMITIVES = {
 
 
 class Backend:
+    """The reference backend (``fpsim.backends.protocol.Backend``)."""
+
     name = "numpy"
 
     def __init__(self) -> None:
@@ -63,7 +65,7 @@ class Backend:
                     return start + int(bad[0])
         return -1
 
-    def accumulate(self, A, B, C, out, spec, key, order, rounded, has_c, want_stats):
+    def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
         k = self.kernels
         rows, k_len = A.shape
         groups, _, n = B.shape
@@ -147,8 +149,6 @@ class Backend:
 
 
 def count_flags(flags) -> np.ndarray:
-    """Counters of ``accumulation.stats.FIELDS`` for one array of addition flags."""
+    """The ``protocol.COUNTERS`` of one array of addition flags."""
     flags = np.asarray(flags)
-    return np.array(
-        [flags.size] + [np.count_nonzero(flags & FLAG_OF_FIELD[f]) for f in FIELDS[1:]]
-    )
+    return np.array([flags.size] + [np.count_nonzero(flags & f) for f in COUNTED_FLAGS])

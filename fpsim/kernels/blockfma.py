@@ -1,8 +1,8 @@
 """Hardware block fused multiply-add (tensor cores), after Fasi et al. (2021) and
 Khattak and Mikaitis (2025); the steps are in docs/accumulation.md.
 
-``hw`` is the tuple ``(t_in, emin_in, t_out, emin_out, frac_bits, exp_floor)``;
-``exp_floor`` is ``NO_EXPONENT`` for no floor.
+``hw`` is a ``fpsim.kernels.spec.BlockSpec``; its ``exp_floor`` is ``NO_EXPONENT``
+for no floor.
 """
 
 from fpsim.kernels.core import (
@@ -31,19 +31,17 @@ def hw_decode(x, t, emin):
 
 def hw_product(x, y, hw):
     """Integer product, the exponent of its leading position, and whether it is nonzero."""
-    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
-    sx, ex = hw_decode(x, t_in, emin_in)
-    sy, ey = hw_decode(y, t_in, emin_in)
+    sx, ex = hw_decode(x, hw.t_in, hw.emin_in)
+    sy, ey = hw_decode(y, hw.t_in, hw.emin_in)
     p = sx * sy
-    return p, select(p == 0, NO_EXPONENT, ex + ey), ex + ey - 2 * t_in
+    return p, select(p == 0, NO_EXPONENT, ex + ey), ex + ey - 2 * hw.t_in
 
 
 def hw_c_exponent(c, hw):
     """The alignment exponent that the accumulator input contributes (and the floor)."""
-    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
-    unused, ec = hw_decode(c, t_out, emin_out)
+    unused, ec = hw_decode(c, hw.t_out, hw.emin_out)
     # c is a value of the format: its significand is zero exactly when c is.
-    return maximum(select((f64_bits(c) & MAG) == 0, NO_EXPONENT, ec), exp_floor)
+    return maximum(select((f64_bits(c) & MAG) == 0, NO_EXPONENT, ec), hw.exp_floor)
 
 
 def hw_truncate(mag, e_lsb, e_align, frac_bits):
@@ -55,26 +53,23 @@ def hw_truncate(mag, e_lsb, e_align, frac_bits):
 
 def hw_term(x, y, e_align, hw):
     """The product x*y cut to the block's grid, signed, and whether a nonzero one vanished."""
-    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
     p, e_top, e_lsb = hw_product(x, y, hw)
-    cut = hw_truncate(p, e_lsb, e_align, frac_bits)
+    cut = hw_truncate(p, e_lsb, e_align, hw.frac_bits)
     neg = (f64_bits(x) < 0) != (f64_bits(y) < 0)
     return select(neg, -cut, cut), (p != 0) & (cut == 0)
 
 
 def hw_c_term(c, e_align, hw):
     """The accumulator input cut to the block's grid, signed, and whether it vanished."""
-    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
-    sc, ec = hw_decode(c, t_out, emin_out)
-    cut = hw_truncate(sc, ec - t_out, e_align, frac_bits)
+    sc, ec = hw_decode(c, hw.t_out, hw.emin_out)
+    cut = hw_truncate(sc, ec - hw.t_out, e_align, hw.frac_bits)
     return select(f64_bits(c) < 0, -cut, cut), (sc != 0) & (cut == 0)
 
 
 def hw_finish(total, e_align, hw, out_spec, want_flags):
     """The block's exact sum ``total * 2**(e_align - frac_bits)`` rounded once to the output."""
-    t_in, emin_in, t_out, emin_out, frac_bits, exp_floor = hw
     neg = total < 0
-    a, sticky = pack(abs(total), e_align - frac_bits, False)
+    a, sticky = pack(abs(total), e_align - hw.frac_bits, False)
     v, flags = round_mag(a, sticky, neg, 0, out_spec, want_flags)
     return signed(neg, v), flags
 

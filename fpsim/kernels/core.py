@@ -6,8 +6,7 @@ zero onto the binary64 grid (subnormals included; the encoding of +inf when
 |v| >= 2**1024), and ``sticky`` says that |v| is strictly larger than that.
 ``round_mag`` is the one place where a value is rounded to a format.
 
-Format parameters travel as the tuple ``spec``:
-``(t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits)``.
+Format parameters travel as ``spec``, a ``fpsim.kernels.spec.Spec``.
 """
 
 import numpy as np
@@ -79,15 +78,14 @@ def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
 
 def overflow_value(neg, spec):
     """The magnitude an overflow gives (IEEE 754 section 7.4, and the finite-style rule)."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     to_inf = (
-        (mode == NEAREST_EVEN)
-        | (mode == NEAREST_AWAY)
-        | (mode == STOCHASTIC)
-        | ((mode == UP) & (neg == 0))
-        | ((mode == DOWN) & neg)
+        (spec.mode == NEAREST_EVEN)
+        | (spec.mode == NEAREST_AWAY)
+        | (spec.mode == STOCHASTIC)
+        | ((spec.mode == UP) & (neg == 0))
+        | ((spec.mode == DOWN) & neg)
     )
-    return select(to_inf & (saturate == 0), select(infinities != 0, INF, NAN), maxv)
+    return select(to_inf & (spec.saturate == 0), select(spec.infinities != 0, INF, NAN), spec.maxv)
 
 
 def round_mag(a, sticky, neg, rnd, spec, want_flags):
@@ -96,23 +94,22 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
     ``rnd`` holds 53 random bits (stochastic mode only). The magnitude is a
     float64 >= 0, or +inf, or NaN (overflow in a finite-style format).
     """
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
-    sig, d, rem = grid(a, t, emin)
+    sig, d, rem = grid(a, spec.t, spec.emin)
     # The result is built in the binary64 encoding: truncating is clearing the
     # low d bits, one unit up is adding 2**d (a carry moves into the exponent).
     # Below the smallest subnormal (d > 52) the candidates are 0 and 2**(emin-t).
     on_grid = d <= 52
     keep = select(on_grid, a - rem, 0)
-    unit = select(on_grid, 1 << minimum(d, 52), pow2_bits(emin - t))
+    unit = select(on_grid, 1 << minimum(d, 52), pow2_bits(spec.emin - spec.t))
     odd = select(d == 52, True, on_grid & (((a >> minimum(d, 52)) & 1) == 1))
     inexact = (rem != 0) | sticky
-    inc = increment(odd, rem, d, sticky, neg, rnd, mode, rbits)
-    up = select(mode == ODD, inexact & (odd == 0), inc)
+    inc = increment(odd, rem, d, sticky, neg, rnd, spec.mode, spec.rbits)
+    up = select(spec.mode == ODD, inexact & (odd == 0), inc)
     rounded = keep + select(up, unit, 0)
     # Compared as encodings: a carrier at +inf (|v| >= 2**1024) may step past it.
-    over = rounded > f64_bits(maxv)
+    over = rounded > f64_bits(spec.maxv)
     v = select(over, overflow_value(neg, spec), bits_f64(rounded))
-    flush = (subnormals == 0) & (v < minnorm) & ((a != 0) | sticky)
+    flush = (spec.subnormals == 0) & (v < spec.minnorm) & ((a != 0) | sticky)
     v = select(flush, 0.0, v)
     flags = 0
     if want_flags:
@@ -121,12 +118,12 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
         # [2**(emin-1), 2**emin) can reach 2**emin that way.
         e_lsb = maximum(a >> 52, 1) - 1075
         e_top = select(a >= H52, (a >> 52) - 1023, select(a >= (H52 >> 1), -1023, -1024))
-        du = minimum(maximum(e_top - t - e_lsb, 0), 62)
+        du = minimum(maximum(e_top - spec.t - e_lsb, 0), 62)
         keep_u = sig >> du
         odd_u = (keep_u & 1) == 1
-        inc_u = increment(odd_u, sig - (keep_u << du), du, sticky, neg, rnd, mode, rbits)
-        reaches = (e_top == emin - 1) & (keep_u + inc_u == (1 << (t + 1)))
-        tiny = (e_top < emin) & (reaches == 0) & ((a != 0) | sticky)
+        inc_u = increment(odd_u, sig - (keep_u << du), du, sticky, neg, rnd, spec.mode, spec.rbits)
+        reaches = (e_top == spec.emin - 1) & (keep_u + inc_u == (1 << (spec.t + 1)))
+        tiny = (e_top < spec.emin) & (reaches == 0) & ((a != 0) | sticky)
         flags = (
             select(inexact | over | flush, INEXACT, 0)
             | select((tiny & inexact) | flush, UNDERFLOW, 0)
@@ -184,14 +181,12 @@ def is_inf(x):
 
 def flush_input(x, spec):
     """Operands below the smallest normal read as zero under ``subnormals=False``."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
-    return select((subnormals == 0) & (abs(x) < minnorm), x * 0.0, x)
+    return select((spec.subnormals == 0) & (abs(x) < spec.minnorm), x * 0.0, x)
 
 
 def infinite_result(neg, spec):
     """An exact infinity delivered in the format: ±inf, or ±max when saturating, or NaN."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
-    mag = select(saturate != 0, maxv, select(infinities != 0, INF, NAN))
+    mag = select(spec.saturate != 0, spec.maxv, select(spec.infinities != 0, INF, NAN))
     return select(neg, -mag, mag)
 
 
@@ -207,19 +202,17 @@ def signed(neg, v):
 
 def representable(x, spec):
     """Whether ``x`` is a value of the format (NaN always is, infinities if it has them)."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     a = f64_bits(x) & MAG
     # The bits below the format's last place must be clear; below the smallest
     # subnormal (d >= 53) that leaves only zero.
-    d = 52 - t + maximum(emin + 1023 - maximum(a >> 52, 1), 0)
+    d = 52 - spec.t + maximum(spec.emin + 1023 - maximum(a >> 52, 1), 0)
     on_grid = (a & ((1 << minimum(d, 62)) - 1)) == 0
-    finite_ok = on_grid & (a <= f64_bits(maxv))
-    return finite_ok | (a > INF_BITS) | ((a == INF_BITS) & (infinities != 0))
+    finite_ok = on_grid & (a <= f64_bits(spec.maxv))
+    return finite_ok | (a > INF_BITS) | ((a == INF_BITS) & (spec.infinities != 0))
 
 
 def round_value(x, rnd, spec, want_flags):
     """``x`` (any float64) rounded to the format: (value, flags)."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     x = flush_input(x, spec)
     neg = sign_bit(x)
     a = f64_bits(x) & MAG
@@ -229,6 +222,6 @@ def round_value(x, rnd, spec, want_flags):
     out = select(inf, infinite_result(neg, spec), signed(neg, v))
     out = select(nan, NAN, out)
     if want_flags:
-        inf_to_nan = inf & (infinities == 0) & (saturate == 0)
+        inf_to_nan = inf & (spec.infinities == 0) & (spec.saturate == 0)
         flags = select(nan | inf, select(inf_to_nan | is_snan(x), INVALID, 0), flags)
     return out, flags

@@ -35,17 +35,15 @@ def nan_flags(special, invalid, snan, flags):
 
 def products_exact(spec):
     """Whether every product of two format values is exact in binary64 (no over/underflow)."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
-    return (t <= 25) & (emin - t >= -511) & (maxv < 2.0**511)
+    return (spec.t <= 25) & (spec.emin - spec.t >= -511) & (spec.maxv < 2.0**511)
 
 
 def product(x, y, spec):
     """Carrier ``(a, sticky)`` of |x * y| for finite format values x, y."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     if products_exact(spec):
         return f64_bits(abs(x * y)), False
-    sx, ex = decode(f64_bits(x) & MAG, t)
-    sy, ey = decode(f64_bits(y) & MAG, t)
+    sx, ex = decode(f64_bits(x) & MAG, spec.t)
+    sy, ey = decode(f64_bits(y) & MAG, spec.t)
     return pack(sx * sy, ex + ey, False)
 
 
@@ -94,7 +92,6 @@ def two_sum(x, y):
 
 def op_add(x, y, rnd, spec, want_flags):
     """x + y rounded once."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     snan = is_snan(x) | is_snan(y)
     x = flush_input(x, spec)
     y = flush_input(y, spec)
@@ -108,7 +105,7 @@ def op_add(x, y, rnd, spec, want_flags):
     exact_zero = (a == 0) & (sticky == 0)
     neg_x = sign_bit(fx)
     neg_y = sign_bit(fy)
-    neg = select(exact_zero, zero_sum_sign(neg_x, fx == 0, neg_y, fy == 0, mode), neg)
+    neg = select(exact_zero, zero_sum_sign(neg_x, fx == 0, neg_y, fy == 0, spec.mode), neg)
     v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
     out = signed(neg, v)
     inf = inf_x | inf_y
@@ -151,14 +148,13 @@ def op_mul(x, y, rnd, spec, want_flags):
 
 def op_div(x, y, rnd, spec, want_flags):
     """x / y rounded once."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     x, y, snan, neg, nan = product_operands(x, y, spec)
     inf_x = is_inf(x)
     inf_y = is_inf(y)
     invalid = (inf_x & inf_y) | ((x == 0) & (y == 0))
     by_zero = (y == 0) & (x != 0) & (inf_x == 0)
-    sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, t)
-    sy, ey = decode(f64_bits(select((y == 0) | inf_y, 1.0, y)) & MAG, t)
+    sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, spec.t)
+    sy, ey = decode(f64_bits(select((y == 0) | inf_y, 1.0, y)) & MAG, spec.t)
     # Quotient of a 62-bit numerator by a significand of at most 30 bits:
     # at least 32 quotient bits, and the remainder decides the sticky bit.
     nx = bitlen(sx)
@@ -178,13 +174,12 @@ def op_div(x, y, rnd, spec, want_flags):
 
 def op_sqrt(x, rnd, spec, want_flags):
     """Square root rounded once."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     snan = is_snan(x)
     x = flush_input(x, spec)
     nan = x != x
     invalid = (x < 0) & (x == x)
     inf = is_inf(x) & (x > 0)
-    sx, ex = decode(f64_bits(select(invalid | inf | nan, 1.0, x)) & MAG, t)
+    sx, ex = decode(f64_bits(select(invalid | inf | nan, 1.0, x)) & MAG, spec.t)
     # Make the exponent even, then scale to [2**60, 2**62): the root has 31 bits.
     odd = ex & 1
     sx = sx << odd
@@ -205,7 +200,6 @@ def op_sqrt(x, rnd, spec, want_flags):
 
 def op_fma(x, y, z, rnd, spec, want_flags):
     """x * y + z rounded once."""
-    t, emin, maxv, minnorm, subnormals, infinities, saturate, mode, rbits = spec
     snan = is_snan(x) | is_snan(y) | is_snan(z)
     x = flush_input(x, spec)
     y = flush_input(y, spec)
@@ -226,9 +220,9 @@ def op_fma(x, y, z, rnd, spec, want_flags):
         # a*b is a binary64 number: the sum is TwoSum's, as in add.
         neg, a, sticky = two_sum(fx * fy, fz)
     else:
-        neg, a, sticky = fma_integer(fx, fy, fz, neg_p, neg_z, t)
+        neg, a, sticky = fma_integer(fx, fy, fz, neg_p, neg_z, spec.t)
     exact_zero = (a == 0) & (sticky == 0)
-    neg = select(exact_zero, zero_sum_sign(neg_p, zero_p, neg_z, zero_z, mode), neg)
+    neg = select(exact_zero, zero_sum_sign(neg_p, zero_p, neg_z, zero_z, spec.mode), neg)
     v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
     out = signed(neg, v)
     inf = inf_p | inf_z

@@ -10,13 +10,14 @@ import itertools
 
 import numpy as np
 
-from fpsim._elementwise import make_spec, run
+from fpsim._elementwise import run
 from fpsim.accumulation import matmul as emulated_matmul
 from fpsim.accumulation import sum as emulated_sum
 from fpsim.accumulation.matmul import accumulate
 from fpsim.arithmetic import sub as emulated_sub
 from fpsim.flags import ABSORBED
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format
+from fpsim.kernels.spec import make_spec
 from fpsim.precision.policy import Policy
 
 

@@ -1,0 +1,72 @@
+"""The operands of an accumulation: value checks, the initial accumulator, the layout."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fpsim._inputs import as_float_array
+from fpsim.backends import get_backend
+from fpsim.formats import Format
+from fpsim.kernels.spec import Spec
+
+
+def check_float32_values(x: np.ndarray, name: str) -> None:
+    """Products of float32 values are exact in binary64; refuse anything else."""
+    if x.dtype in (np.float16, np.float32):
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad = ~((x.astype(np.float32) == x) | np.isnan(x))
+    if bad.any():
+        where = tuple(int(i) for i in np.unravel_index(np.argmax(bad), x.shape))
+        raise ValueError(
+            f"{name}[{where}]={x[where]!r} is not a float32 value; the inputs of an "
+            f"accumulation must be float32 values (fp32, tf32, bf16, fp16, fp8) so that "
+            f"their products are exact"
+        )
+
+
+def initial(c, shape: tuple[int, ...], fmt: Format, spec: Spec) -> np.ndarray:
+    """The initial accumulator: ``c`` broadcast to ``shape`` (values of ``fmt``), or +0."""
+    if c is None:
+        return np.zeros(shape)
+    arr = as_float_array(c, "c")
+    try:
+        flat = np.ascontiguousarray(np.broadcast_to(arr, shape), dtype=np.float64)
+    except ValueError:
+        raise ValueError(f"c of shape {arr.shape} does not broadcast to {shape}") from None
+    bad = get_backend().first_unrepresentable(flat.reshape(-1), spec)
+    if bad >= 0:
+        raise ValueError(
+            f"c={flat.reshape(-1)[bad]!r} (flat index {bad}) is not a value of the "
+            f"accumulator format {fmt.name}"
+        )
+    return flat
+
+
+def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
+
+    Row r of a pairs with b[r // (rows // groups)]; b is not copied when it is one matrix.
+    Both come out as float64 (exact), so that each compiled loop serves every dtype.
+    """
+    m, k_len = a.shape[-2:]
+    n = b.shape[-1]
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
+        ) from None
+    single = math.prod(b.shape[:-2]) == 1
+    groups = 1 if single else math.prod(batch)
+    rows = math.prod(batch) * m
+    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len)), dtype=np.float64)
+    b3 = np.ascontiguousarray(
+        b.reshape(1, k_len, n) if single else np.broadcast_to(b, batch + (k_len, n)),
+        dtype=np.float64,
+    )
+    a2 = a2.reshape(rows, k_len)
+    b3 = b3.reshape(groups, k_len, n)
+    return batch + (m, n), a2, b3

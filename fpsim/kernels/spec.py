@@ -1,0 +1,70 @@
+"""What the kernels read of a format and a rounding mode, and of a block FMA.
+
+Both are NamedTuples: plain tuples to Numba (arguments and frozen globals, on
+the CPU and in CUDA), read by field name everywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from fpsim.formats import Format
+from fpsim.modes import mode_code
+
+MAX_RANDOM_BITS = 53
+
+
+class Spec(NamedTuple):
+    """A format and a rounding mode, as the kernels read them."""
+
+    t: int  # fraction bits (precision - 1)
+    emin: int  # exponent of the smallest normal
+    maxv: float  # largest finite value
+    minnorm: float  # smallest normal value
+    subnormals: int  # 1: subnormals kept; 0: flushed to zero, in and out
+    infinities: int  # 0: the OCP finite style (overflow gives NaN)
+    saturate: int  # 1: overflow gives the largest finite value
+    mode: int  # rounding-mode code (fpsim.modes)
+    rbits: int  # random bits drawn by stochastic rounding
+
+
+class BlockSpec(NamedTuple):
+    """A tensor-core block FMA, as the kernels read it (see fpsim.hw.BlockFMA)."""
+
+    t_in: int  # fraction bits of the inputs
+    emin_in: int
+    t_out: int  # fraction bits of the accumulator
+    emin_out: int
+    frac_bits: int  # bits kept below the alignment exponent
+    exp_floor: int  # lowest alignment exponent (NO_EXPONENT: none)
+
+
+@functools.lru_cache(maxsize=512)
+def make_spec(
+    fmt: Format, rounding: str, subnormals: bool, saturate: bool, random_bits: int | None
+) -> Spec:
+    """The kernels' ``Spec`` of ``fmt`` rounded in mode ``rounding``."""
+    if random_bits is None:
+        random_bits = MAX_RANDOM_BITS
+    if (
+        isinstance(random_bits, bool)
+        or not isinstance(random_bits, (int, np.integer))
+        or not 1 <= random_bits <= MAX_RANDOM_BITS
+    ):
+        raise ValueError(
+            f"random_bits must be an integer in 1..{MAX_RANDOM_BITS}, got {random_bits!r}"
+        )
+    return Spec(
+        t=fmt.man_bits,
+        emin=fmt.emin,
+        maxv=fmt.max,
+        minnorm=fmt.smallest_normal,
+        subnormals=int(bool(subnormals)),
+        infinities=int(fmt.infinities),
+        saturate=int(bool(saturate)),
+        mode=mode_code(rounding),
+        rbits=int(random_bits),
+    )
