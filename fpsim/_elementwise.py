@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpsim._inputs import as_float_array, broadcast, flat_operand
+from fpsim._inputs import (
+    array_module,
+    as_float_array,
+    broadcast,
+    flat_operand,
+    host_value,
+    result_dtype,
+)
 from fpsim.backends import get_backend
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
 from fpsim.kernels.random import mix64
@@ -43,16 +50,17 @@ def elementwise(
             f"arithmetic supports formats with man_bits <= {MAX_ARITH_MAN_BITS}; "
             f"{fmt.name} has {fmt.man_bits}"
         )
-    arrays = {name: as_float_array(x, name) for name, x in operands.items()}
+    arrays = {name: as_float_array(x, name, device=True) for name, x in operands.items()}
+    xp = array_module(arrays.values())
     shape = broadcast(arrays)
-    dtype = np.result_type(*arrays.values(), fmt.dtype)
+    dtype = result_dtype(*arrays.values(), fmt.dtype)
     work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
-    out = np.empty(shape, dtype=work)
-    flag_out = np.zeros(shape, dtype=np.uint8) if flags else None
-    bad = run(kernel, [flat_operand(a, shape) for a in arrays.values()], out, flag_out, spec,
+    out = xp.empty(shape, dtype=work)
+    flag_out = xp.zeros(shape, dtype=np.uint8) if flags else None
+    bad = run(kernel, [flat_operand(a, shape, xp) for a in arrays.values()], out, flag_out, spec,
               seed, check=arithmetic)
     if bad:
-        _raise_unrepresentable(get_backend(), arrays, spec, fmt)
+        _raise_unrepresentable(get_backend(), arrays, spec, fmt, xp)
     result = out.astype(dtype, copy=False)
     if all(a.ndim == 0 for a in arrays.values()):
         result = result[()]
@@ -74,14 +82,14 @@ def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarr
     )
 
 
-def _raise_unrepresentable(backend, arrays: dict, spec: Spec, fmt: Format) -> None:
+def _raise_unrepresentable(backend, arrays: dict, spec: Spec, fmt: Format, xp) -> None:
     for name, arr in arrays.items():
-        flat = flat_operand(arr, arr.shape)
+        flat = flat_operand(arr, arr.shape, xp)
         bad = backend.first_unrepresentable(flat, spec)
         if bad >= 0:
             where = tuple(int(i) for i in np.unravel_index(bad, arr.shape)) if arr.ndim else ()
             raise ValueError(
-                f"operand {name}={flat[bad]!r} (at index {where}) is not representable "
+                f"operand {name}={host_value(flat[bad])!r} (at index {where}) is not representable "
                 f"in {fmt.name}; round it first with fpsim.round"
             )
     raise AssertionError("an operand was reported unrepresentable but none was found")

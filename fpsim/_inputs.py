@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import numbers
+import sys
+from types import ModuleType
 
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def as_float_array(x, name: str) -> np.ndarray:
-    """``x`` as a float16/float32/float64 array; ``ValueError`` for anything else."""
+def is_device_array(x) -> bool:
+    """Whether ``x`` lives on a GPU (CuPy: it has ``__cuda_array_interface__``)."""
+    return hasattr(x, "__cuda_array_interface__")
+
+
+def as_float_array(x, name: str, device: bool = False):
+    """``x`` as a float16/float32/float64 array; ``ValueError`` for anything else.
+
+    ``device``: the caller also takes GPU arrays, which are returned as they are.
+    """
+    if is_device_array(x):
+        if not device:
+            raise ValueError(
+                f"{name}: a GPU array ({type(x).__module__}.{type(x).__name__}); this function "
+                "takes host arrays: copy it with cupy.asnumpy first"
+            )
+        if getattr(x, "dtype", None) not in FLOAT_DTYPES:
+            raise ValueError(
+                f"{name}: expected a float16, float32 or float64 array, got dtype "
+                f"{getattr(x, 'dtype', None)}"
+            )
+        return x
     if isinstance(x, (bool, np.bool_)):
         raise ValueError(f"{name}: expected floating-point values, got a boolean")
     if isinstance(x, np.ndarray) or isinstance(x, np.generic):
@@ -57,10 +80,49 @@ def broadcast(arrays: dict[str, np.ndarray]) -> tuple[int, ...]:
         raise ValueError(f"operands do not broadcast together: {shapes}") from None
 
 
-def flat_operand(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``arr`` broadcast to ``shape``, as a contiguous 1-D float32/float64 array."""
+def array_module(arrays) -> ModuleType:
+    """NumPy, or the GPU array module (CuPy) when any of ``arrays`` lives on the GPU.
+
+    GPU arrays need the ``cupy`` backend; mixing them with host arrays is fine
+    (the host ones are copied to the device).
+    """
+    device = [a for a in arrays if is_device_array(a)]
+    if not device:
+        return np
+    from fpsim.backends import get_backend_name
+
+    if get_backend_name() != "cupy":
+        raise ValueError(
+            f"GPU arrays need the GPU backend: use fpsim.backend('cupy') (the backend in "
+            f"force is {get_backend_name()!r}), or copy them to the host with cupy.asnumpy"
+        )
+    module = sys.modules.get(type(device[0]).__module__)
+    if not all(hasattr(module, f) for f in ("asarray", "empty", "ascontiguousarray")):
+        raise ValueError(f"unsupported GPU array type {type(device[0]).__name__}: fpsim takes "
+                         "CuPy arrays")
+    return module
+
+
+def errstate(xp: ModuleType):
+    """NumPy's floating-point warnings silenced (CuPy has none to silence)."""
+    return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
+
+
+def flat_operand(arr, shape: tuple[int, ...], xp: ModuleType = np):
+    """``arr`` broadcast to ``shape``, as a contiguous 1-D float32/float64 array of ``xp``."""
     if arr.dtype == np.float16:
         arr = arr.astype(np.float32)
+    arr = xp.asarray(arr)
     if arr.shape == shape:
-        return np.ascontiguousarray(arr).reshape(-1)
-    return np.ascontiguousarray(np.broadcast_to(arr, shape)).reshape(-1)
+        return xp.ascontiguousarray(arr).reshape(-1)
+    return xp.ascontiguousarray(xp.broadcast_to(arr, shape)).reshape(-1)
+
+
+def result_dtype(*values) -> np.dtype:
+    """``np.result_type`` of arrays (host or GPU) and dtypes."""
+    return np.result_type(*(v.dtype if is_device_array(v) else v for v in values))
+
+
+def host_value(x):
+    """An element of an array, as a host scalar (for messages)."""
+    return x.item() if is_device_array(x) else x

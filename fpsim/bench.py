@@ -49,21 +49,44 @@ def measure(func, copy, repeats: int) -> tuple[float, float]:
     return float(np.median(seconds)), float(np.median(ratios))
 
 
-def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba") -> list[tuple]:
-    """Rows of (what, format, M elements/s, throughput ratio to np.copyto)."""
+def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) -> list[tuple]:
+    """Rows of (what, format, M elements/s, throughput ratio to the reference copy).
+
+    On the CPU the reference is ``np.copyto``. With ``backend="cupy"`` the arrays live
+    on the GPU (``xp``: CuPy by default), the reference is a device-to-device copy of
+    the same array, and every call is timed to the device's completion.
+    """
     x = inputs(n)
-    out = np.empty_like(x)
+    sync = None
+    if backend == "cupy":
+        if xp is None:
+            import cupy as xp
+        x = xp.asarray(x)
+        sync = xp.cuda.Device().synchronize
+    else:
+        xp = np
+    out = xp.empty_like(x)
     rows = []
 
-    def copy():
-        np.copyto(out, x)
+    def timed(func):
+        if sync is None:
+            return func
+
+        def call():
+            func()
+            sync()
+
+        return call
+
+    copy = timed(partial(xp.copyto, out, x))
 
     def row(what, fmt, func):
+        func = timed(func)
         func()  # compile, allocate
         seconds, ratio = measure(func, copy, repeats)
         rows.append((what, fmt, n / seconds / 1e6, ratio))
 
-    row("np.copyto", "", copy)
+    row("device copy" if sync else "np.copyto", "", copy)
     with np.errstate(over="ignore"):
         row("astype f16->f32", "fp16", lambda: x.astype(np.float16).astype(np.float32))
     with fpsim.backend(backend):
@@ -72,8 +95,8 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba") -> list[t
                 row(f"round {mode}", fmt, partial(fpsim.round, x, fmt, mode, seed=1))
         for fmt in ARITH_FORMATS:
             a = fpsim.round(x, fmt, saturate=True)
-            b = fpsim.round(inputs(n, seed=1), fmt, saturate=True)
-            c = fpsim.round(inputs(n, seed=2), fmt, saturate=True)
+            b = fpsim.round(xp.asarray(inputs(n, seed=1)), fmt, saturate=True)
+            c = fpsim.round(xp.asarray(inputs(n, seed=2)), fmt, saturate=True)
             row("add", fmt, partial(fpsim.add, a, b, fmt))
             row("mul", fmt, partial(fpsim.mul, a, b, fmt))
             row("fma", fmt, partial(fpsim.fma, a, b, c, fmt))
@@ -189,6 +212,31 @@ def run_training(repeats: int = 40, rounds: int = 5) -> list[tuple]:
     return rows
 
 
+def machine(gpu: bool = False) -> str:
+    """What the figures were measured on: the CPU's model and flags, or the GPU's name."""
+    import platform
+
+    if gpu:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return (f"GPU: {name}, compute capability {props['major']}.{props['minor']}, "
+                f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, driver "
+                f"{cupy.cuda.runtime.driverGetVersion()}, CuPy {cupy.__version__}")
+    model, flags = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = {k.strip(): v.strip() for k, v in
+                    (line.split(":", 1) for line in f if ":" in line)}
+        model = info.get("model name", model)
+        wanted = ("avx2", "f16c", "fma", "avx512f", "avx512fp16", "avx512_bf16", "neon", "asimd")
+        flags = " ".join(f for f in info.get("flags", "").split() if f in wanted)
+    except OSError:
+        pass
+    return f"CPU: {model}; {flags}".rstrip("; ")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", default="all",
@@ -196,15 +244,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=10_000_000, help="elements (default 10M)")
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
-    parser.add_argument("--backend", default="numba", choices=["numpy", "numba"])
+    parser.add_argument("--backend", default="numba", choices=["numpy", "numba", "cupy"])
     args = parser.parse_args(argv)
+    if args.backend == "cupy" and args.which not in ("all", "elementwise"):
+        parser.error("--backend cupy measures the elementwise operations only")
+    gpu = args.backend == "cupy"
     print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
           "each timed in pairs with its reference")
+    print(machine(gpu))
     if args.which in ("all", "elementwise"):
-        print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / np.copyto's")
+        reference = "a device-to-device copy's" if gpu else "np.copyto's"
+        print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / {reference}")
         print(f"{'operation':24} {'format':9} {'M elem/s':>10} {'x copy':>8}")
         for what, fmt, rate, ratio in run(args.n, args.repeats, args.backend):
             print(f"{what:24} {fmt:9} {rate:10.1f} {ratio:8.3f}")
+    if gpu:
+        return 0
     if args.which in ("all", "matmul"):
         sizes = tuple(int(v) for v in args.sizes.split(","))
         print("\nmatmul n x n x n, fp16-valued float32 inputs; ratio: median time / "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpsim._inputs import as_float_array
+from fpsim._inputs import as_float_array, is_device_array
 from fpsim.backends import get_backend
 from fpsim.formats import Format, as_format
 from fpsim.kernels.spec import make_spec
@@ -51,6 +51,9 @@ def to_bits(x, fmt: Format | str) -> np.ndarray:
 def from_bits(bits, fmt: Format | str) -> np.ndarray:
     """The float64 values of the encodings ``bits`` (an unsigned or non-negative integer array)."""
     fmt = as_format(fmt)
+    if is_device_array(bits):
+        raise ValueError("bits: a GPU array; from_bits takes host arrays: copy it with "
+                         "cupy.asnumpy first")
     arr = np.asarray(bits)
     if arr.dtype.kind not in "iu":
         raise ValueError(f"bits: expected an integer array, got dtype {arr.dtype}")

@@ -1,15 +1,32 @@
-"""Shared fixtures: every backend-sensitive test runs on each CPU backend."""
+"""Shared fixtures: every backend-sensitive test runs on each backend.
+
+The CPU backends always run; the GPU one (``cupy``, marked ``gpu``) where a GPU is
+usable and skips cleanly elsewhere. ``python3 -m pytest -m gpu`` runs only the GPU
+instances: the arithmetic core, TestFloat and accumulation through the cupy backend.
+"""
+
+import functools
 
 import pytest
 
 import fpsim
 
 CPU_BACKENDS = ["numpy", "numba"]
+BACKENDS = [*CPU_BACKENDS, pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
-@pytest.fixture(params=CPU_BACKENDS)
+@functools.cache
+def gpu_missing():
+    from fpsim.backends import gpu_missing
+
+    return gpu_missing()
+
+
+@pytest.fixture(params=BACKENDS)
 def backend_name(request):
-    """Run the test under each CPU backend in turn."""
+    """Run the test under each backend in turn."""
+    if request.param == "cupy" and gpu_missing():
+        pytest.skip("no GPU for the cupy backend (fpsim.backends.gpu_missing() says why)")
     with fpsim.backend(request.param):
         yield request.param
 

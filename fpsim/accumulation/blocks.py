@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fpsim._inputs import array_module, host_value, result_dtype
 from fpsim.accumulation.operands import initial, layout
 from fpsim.accumulation.stats import AccumulationStats
 from fpsim.backends import get_backend
@@ -71,25 +72,26 @@ def block_matmul(a: np.ndarray, b: np.ndarray, model: BlockFMA, *, c=None, out=N
     fin, fout = as_format(model.input), as_format(model.output)
     backend = get_backend()
     in_spec = make_spec(fin, "nearest_even", True, False, None)
-    shape, a2, b3 = layout(a, b)
+    xp = array_module([a, b])
+    shape, a2, b3 = layout(a, b, xp)
     for name, x in (("A", a2), ("B", b3)):
         flat = x.reshape(-1)
         bad = backend.first_unrepresentable(flat, in_spec)
         if bad >= 0:
             raise ValueError(
-                f"{name} holds {flat[bad]!r}, not a value of the model's input format "
+                f"{name} holds {host_value(flat[bad])!r}, not a value of the model's input format "
                 f"{fin.name} ({model.name})"
             )
     out_spec = make_spec(fout, model.output_rounding, True, False, None)
-    c0 = initial(c, shape, fout, out_spec)
+    c0 = initial(c, shape, fout, out_spec, xp)
     rows, n = a2.shape[0], b3.shape[2]
-    result = np.empty((rows, n))
+    result = xp.empty((rows, n))
     counts = backend.accumulate_blocks(
         a2, b3, c0.reshape(rows, n), result, model.params(), out_spec, model.block, stats
     )
     result = result.reshape(shape)
     if out is not None:
         result = round_to(result, out)
-    dtype = np.result_type(a, b, (as_format(out) if out is not None else fout).dtype)
-    result = np.asarray(result).astype(dtype, copy=False)
+    dtype = result_dtype(a, b, (as_format(out) if out is not None else fout).dtype)
+    result = result.astype(dtype, copy=False)
     return (result, AccumulationStats.from_counts(counts)) if stats else result

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fpsim._elementwise import stream_key
-from fpsim._inputs import as_float_array
+from fpsim._inputs import array_module, as_float_array, result_dtype
 from fpsim.accumulation.blocks import block_matmul
 from fpsim.accumulation.operands import check_float32_values, initial, layout
 from fpsim.accumulation.stats import AccumulationStats
@@ -55,10 +55,11 @@ def accumulate(
         raise ValueError(f"unknown products {products!r}; known: {', '.join(PRODUCTS)}")
     fmt, spec = accumulation_spec(accum, rounding, subnormals, saturate, random_bits)
     out_fmt = None if out is None else as_format(out)
-    dtype = np.result_type(a, b, (out_fmt or fmt).dtype)
+    dtype = result_dtype(a, b, (out_fmt or fmt).dtype)
+    xp = array_module([a, b])
     blas = (
         order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
-        and subnormals and not saturate and not stats
+        and subnormals and not saturate and not stats and xp is np
     )
     if blas:
         with np.errstate(all="ignore"):
@@ -67,10 +68,10 @@ def accumulate(
                 result = result + initial(c, result.shape, fmt, spec).astype(np.float32)
         counts = np.zeros(5, dtype=np.int64)
     else:
-        shape, a2, b3 = layout(a, b)
-        c0 = initial(c, shape, fmt, spec)
+        shape, a2, b3 = layout(a, b, xp)
+        c0 = initial(c, shape, fmt, spec, xp)
         rows, n = a2.shape[0], b3.shape[2]
-        result = np.empty((rows, n))
+        result = xp.empty((rows, n))
         key = stream_key(seed) if spec.mode == STOCHASTIC else None
         counts = get_backend().accumulate(
             a2, b3, c0.reshape(rows, n), result, spec, key=key,
@@ -79,8 +80,8 @@ def accumulate(
         )
         result = result.reshape(shape)
     if out_fmt is not None:
-        result = round_to(np.asarray(result, dtype=np.float64), out_fmt)
-    result = np.asarray(result).astype(dtype, copy=False)
+        result = round_to(result.astype(np.float64, copy=False), out_fmt)
+    result = result.astype(dtype, copy=False)
     return (result, AccumulationStats.from_counts(counts)) if stats else result
 
 
@@ -106,8 +107,8 @@ def matmul(
     A is (..., M, K), B (..., K, N); see docs/accumulation.md. With
     ``stats=True`` returns ``(result, AccumulationStats)``.
     """
-    a = as_float_array(A, "A")
-    b = as_float_array(B, "B")
+    a = as_float_array(A, "A", device=True)
+    b = as_float_array(B, "B", device=True)
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(
             f"matmul needs arrays of at least 2 dimensions, got A {a.shape} and B {b.shape} "
@@ -127,12 +128,12 @@ def matmul(
 
 def dot(a, b, **options):
     """The dot product of 1-D ``a`` and ``b``: ``matmul(a[None, :], b[:, None])[0, 0]``."""
-    x = as_float_array(a, "a")
-    y = as_float_array(b, "b")
+    x = as_float_array(a, "a", device=True)
+    y = as_float_array(b, "b", device=True)
     if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
         raise ValueError(f"dot needs two 1-D arrays of equal length, got {x.shape} and {y.shape}")
     if "c" in options and options["c"] is not None:
-        options["c"] = np.reshape(as_float_array(options["c"], "c"), (1, 1))
+        options["c"] = as_float_array(options["c"], "c", device=True).reshape(1, 1)
     result = matmul(x[None, :], y[:, None], **options)
     if options.get("stats"):
         return result[0][0, 0], result[1]

@@ -6,50 +6,53 @@ import math
 
 import numpy as np
 
-from fpsim._inputs import as_float_array
+from fpsim._inputs import array_module, as_float_array, errstate, host_value
 from fpsim.backends import get_backend
 from fpsim.formats import Format
 from fpsim.kernels.spec import Spec
 
 
-def check_float32_values(x: np.ndarray, name: str) -> None:
+def check_float32_values(x, name: str) -> None:
     """Products of float32 values are exact in binary64; refuse anything else."""
     if x.dtype in (np.float16, np.float32):
         return
-    with np.errstate(over="ignore", invalid="ignore"):
-        bad = ~((x.astype(np.float32) == x) | np.isnan(x))
+    xp = array_module([x])
+    with errstate(xp):
+        bad = ~((x.astype(np.float32) == x) | xp.isnan(x))
     if bad.any():
-        where = tuple(int(i) for i in np.unravel_index(np.argmax(bad), x.shape))
+        where = tuple(int(i) for i in np.unravel_index(int(bad.argmax()), x.shape))
         raise ValueError(
-            f"{name}[{where}]={x[where]!r} is not a float32 value; the inputs of an "
+            f"{name}[{where}]={host_value(x[where])!r} is not a float32 value; the inputs of an "
             f"accumulation must be float32 values (fp32, tf32, bf16, fp16, fp8) so that "
             f"their products are exact"
         )
 
 
-def initial(c, shape: tuple[int, ...], fmt: Format, spec: Spec) -> np.ndarray:
-    """The initial accumulator: ``c`` broadcast to ``shape`` (values of ``fmt``), or +0."""
+def initial(c, shape: tuple[int, ...], fmt: Format, spec: Spec, xp=np):
+    """The initial accumulator: ``c`` broadcast to ``shape`` (values of ``fmt``), or +0,
+    as a float64 array of ``xp`` (NumPy, or CuPy on the GPU)."""
     if c is None:
-        return np.zeros(shape)
-    arr = as_float_array(c, "c")
+        return xp.zeros(shape)
+    arr = xp.asarray(as_float_array(c, "c", device=True))
     try:
-        flat = np.ascontiguousarray(np.broadcast_to(arr, shape), dtype=np.float64)
+        flat = xp.ascontiguousarray(xp.broadcast_to(arr, shape), dtype=np.float64)
     except ValueError:
         raise ValueError(f"c of shape {arr.shape} does not broadcast to {shape}") from None
     bad = get_backend().first_unrepresentable(flat.reshape(-1), spec)
     if bad >= 0:
         raise ValueError(
-            f"c={flat.reshape(-1)[bad]!r} (flat index {bad}) is not a value of the "
+            f"c={host_value(flat.reshape(-1)[bad])!r} (flat index {bad}) is not a value of the "
             f"accumulator format {fmt.name}"
         )
     return flat
 
 
-def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+def layout(a, b, xp=np) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
 
     Row r of a pairs with b[r // (rows // groups)]; b is not copied when it is one matrix.
-    Both come out as float64 (exact), so that each compiled loop serves every dtype.
+    Both come out as float64 (exact) arrays of ``xp``, so that each compiled loop serves
+    every dtype.
     """
     m, k_len = a.shape[-2:]
     n = b.shape[-1]
@@ -62,9 +65,10 @@ def layout(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], np.ndarray, n
     single = math.prod(b.shape[:-2]) == 1
     groups = 1 if single else math.prod(batch)
     rows = math.prod(batch) * m
-    a2 = np.ascontiguousarray(np.broadcast_to(a, batch + (m, k_len)), dtype=np.float64)
-    b3 = np.ascontiguousarray(
-        b.reshape(1, k_len, n) if single else np.broadcast_to(b, batch + (k_len, n)),
+    a, b = xp.asarray(a), xp.asarray(b)
+    a2 = xp.ascontiguousarray(xp.broadcast_to(a, batch + (m, k_len)), dtype=np.float64)
+    b3 = xp.ascontiguousarray(
+        b.reshape(1, k_len, n) if single else xp.broadcast_to(b, batch + (k_len, n)),
         dtype=np.float64,
     )
     a2 = a2.reshape(rows, k_len)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from fpsim._inputs import as_float_array
+from fpsim._inputs import array_module, as_float_array
 from fpsim.accumulation.matmul import accumulate
 from fpsim.formats import Format
 
@@ -27,20 +25,21 @@ def sum(
     """The sum of ``x`` along ``axis`` (all elements, in C order, for None), accumulated
     in ``accum``: sequentially (each term added exactly, then rounded) or pairwise
     (terms rounded to ``accum`` first). See docs/accumulation.md."""
-    arr = as_float_array(x, "x")
+    arr = as_float_array(x, "x", device=True)
+    xp = array_module([arr])
     if axis is None:
         terms = arr.reshape(1, -1)
         shape: tuple[int, ...] = ()
     else:
         if not -arr.ndim <= axis < max(arr.ndim, 1):
             raise ValueError(f"axis {axis} is out of range for an array of shape {arr.shape}")
-        moved = np.moveaxis(arr, axis, -1)
+        moved = xp.moveaxis(arr, axis, -1)
         shape = moved.shape[:-1]
         terms = moved.reshape(-1, moved.shape[-1])
     if c is not None:
-        c = np.reshape(np.broadcast_to(as_float_array(c, "c"), shape), (-1, 1))
+        c = xp.broadcast_to(xp.asarray(as_float_array(c, "c", device=True)), shape).reshape(-1, 1)
     # Each term is multiplied by one, exactly: a sum is a product with a vector of ones.
-    ones = np.ones((terms.shape[1], 1))
+    ones = xp.ones((terms.shape[1], 1))
     result = accumulate(
         terms, ones, accum=accum, rounding=rounding, order=order, products="exact", out=out,
         c=c, subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits,

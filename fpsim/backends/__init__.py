@@ -16,7 +16,7 @@ NAMES = ("numpy", "numba", "cupy")
 _MODULES = {
     "numpy": "fpsim.backends.numpy_backend",
     "numba": "fpsim.backends.numba_backend",
-    "cupy": None,
+    "cupy": "fpsim.backends.cupy_backend",
 }
 _instances: dict = {}
 _default = ["numba"]
@@ -24,15 +24,44 @@ _current: contextvars.ContextVar[str | None] = contextvars.ContextVar("fpsim_bac
 
 
 def _check(name: str) -> str:
-    if name not in NAMES:
+    if not isinstance(name, str) or name not in NAMES:
         raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(NAMES)}")
-    if _MODULES[name] is None:
-        raise ValueError(f"backend {name!r} is not available in this version of fpsim")
+    if name == "cupy":
+        missing = gpu_missing()
+        if missing:
+            raise RuntimeError(f"the cupy backend cannot run here: {missing}")
     return name
 
 
+def gpu_missing() -> str | None:
+    """What the ``cupy`` backend lacks on this machine, or None when it can run.
+
+    Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) it runs, on the CPU.
+    """
+    install = "install the GPU extra: pip install 'fpsim[gpu]'"
+    try:
+        from numba import cuda
+    except ImportError as exc:
+        return f"numba-cuda is not installed ({exc}); {install}"
+    if getattr(getattr(cuda, "config", None), "ENABLE_CUDASIM", False):
+        return None
+    try:
+        import cupy
+    except ImportError as exc:
+        return f"CuPy is not installed ({exc}); {install}"
+    if not cuda.is_available():
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+            detail = f"CuPy sees {count} device(s)"
+        except Exception as exc:  # CuPy says why: no driver, too old a driver, ...
+            detail = f"{type(exc).__name__}: {exc}"
+        return f"no usable CUDA GPU: numba-cuda finds none ({detail})"
+    return None
+
+
 def set_backend(name: str) -> None:
-    """Select the backend for later calls: ``"numpy"`` (reference) or ``"numba"`` (CPU)."""
+    """Select the backend for later calls: ``"numpy"`` (reference), ``"numba"`` (CPU) or
+    ``"cupy"`` (GPU)."""
     _default[0] = _check(name)
 
 

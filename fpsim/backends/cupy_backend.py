@@ -1,0 +1,217 @@
+"""The GPU backend: the shared kernels compiled for CUDA by numba-cuda.
+
+The kernels are the same source as on the CPU (``fpsim.kernels``), instantiated
+with CUDA primitives (libdevice bit casts; ``max``/``min``, integer
+conversions and ``math.sqrt`` as numba-cuda compiles them) and inlined into
+the grid-stride loops of ``cuda_loops``. They compile lazily, on first use,
+with floating-point contraction off (``cuda_contraction``), and are cached on
+disk.
+
+Arrays: CuPy arrays (anything with ``__cuda_array_interface__``) are used in
+place; NumPy arrays are copied to the device and the results copied back, so
+the caller's array type is kept. Under Numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) the same loops run as Python on the CPU, with
+NumPy-scalar bit casts standing in for libdevice's (the simulator's are
+stubs): the tests use this to check the kernels without a GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+
+import numpy as np
+from numba import cuda
+
+from fpsim.backends import cuda_loops
+from fpsim.backends._instantiate import clone, instantiate, source_digest
+from fpsim.backends.cuda_contraction import no_contraction
+from fpsim.backends.protocol import ARITY, COUNTERS
+from fpsim.backends.schedule import pairwise_program, stack_depth
+
+SIMULATOR = bool(getattr(getattr(cuda, "config", None), "ENABLE_CUDASIM", False))
+
+KERNELS_IN_LOOPS = (
+    "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
+    "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
+)
+# Threads per block; blocks per multiprocessor at most (the loops stride over the rest).
+THREADS = 256
+BLOCKS_PER_SM = 32
+# Under the simulator every thread is a Python thread: a few, each striding far.
+SIMULATOR_GRID = (2, 4)
+
+
+def device_function(func):
+    """``func`` as a CUDA device function, inlined where it is called.
+
+    Under the simulator, the plain Python function: the simulator's device-function
+    wrapper swaps module globals on every call, far too slow for kernels of a few
+    hundred primitive calls (the loops that call them still run simulated).
+    """
+    return func if SIMULATOR else cuda.jit(device=True, inline="always")(func)
+
+
+def _f64_bits_host(x):
+    return np.float64(x).view(np.int64)
+
+
+def _bits_f64_host(u):
+    return np.int64(u).view(np.float64)
+
+
+def primitives(simulator: bool = SIMULATOR) -> dict:
+    """The kernels' primitives for CUDA; under the simulator, NumPy-scalar bit casts."""
+    if simulator:
+        f64_bits, bits_f64 = _f64_bits_host, _bits_f64_host
+    else:
+        from numba.cuda import libdevice
+
+        f64_bits, bits_f64 = libdevice.double_as_longlong, libdevice.longlong_as_double
+    return {
+        "select": device_function(lambda c, a, b: a if c else b),
+        "maximum": device_function(lambda a, b: max(a, b)),
+        "minimum": device_function(lambda a, b: min(a, b)),
+        "f64_bits": f64_bits,
+        "bits_f64": bits_f64,
+        "i64_f64": device_function(lambda i: float(i)),
+        "f64_i64": device_function(lambda x: int(x)),
+        "u64": device_function(lambda i: np.uint64(i)),
+        "i64": device_function(lambda u: np.int64(u)),
+        "fsqrt": device_function(lambda x: math.sqrt(x)),
+    }
+
+
+def is_device_array(x) -> bool:
+    return hasattr(x, "__cuda_array_interface__")
+
+
+class Backend:
+    """The GPU backend (``fpsim.backends.protocol.Backend``)."""
+
+    name = "cupy"
+
+    def __init__(self, simulator: bool = SIMULATOR) -> None:
+        self.simulator = simulator
+        self.digest = source_digest(cuda_loops)
+        self.kernels = instantiate(primitives(simulator), device_function,
+                                   suffix=f"_cuda_{self.digest}")
+        self._loops: dict = {}
+        self._no_flags = None
+        # Small arrays make small grids; that is no reason to warn on every call.
+        warnings.filterwarnings("ignore", message=r"Grid size .* under-utilization")
+
+    # -- compilation and launch --------------------------------------------------
+
+    def loop(self, template, kernel: str = ""):
+        """The CUDA kernel of ``template`` (a ``cuda_loops`` function), for ``kernel``."""
+        key = (template.__name__, kernel)
+        if key not in self._loops:
+            namespace = dict(vars(cuda_loops))
+            namespace.update({name: self.kernels[name] for name in KERNELS_IN_LOOPS})
+            for helper in cuda_loops.HELPERS:
+                namespace[helper] = device_function(clone(getattr(cuda_loops, helper), namespace))
+            if kernel:
+                namespace.update(KERNEL=self.kernels[kernel], ARITY=ARITY[kernel])
+            # A distinct qualified name gives each instance its own cache entry.
+            tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+            func = clone(template, namespace, f"{template.__name__}_{kernel}_{tag}_{self.digest}")
+            self._loops[key] = cuda.jit(cache=not self.simulator)(func)
+        return self._loops[key]
+
+    def grid(self, n: int) -> tuple[int, int]:
+        """(blocks, threads per block) for ``n`` work items in grid-stride loops."""
+        if self.simulator:
+            return SIMULATOR_GRID
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+        return max(1, min(-(-n // THREADS), BLOCKS_PER_SM * sms)), THREADS
+
+    def launch(self, template, n: int, *args, kernel: str = "") -> None:
+        blocks, threads = self.grid(n)
+        with no_contraction():
+            self.loop(template, kernel)[blocks, threads](*args)
+
+    # -- arrays ------------------------------------------------------------------
+
+    def to_device(self, x):
+        """An input on the device: a device array as it is, a host array copied over."""
+        if not is_device_array(x):
+            return cuda.to_device(np.ascontiguousarray(x))
+        # The simulator copies array arguments back after a launch; an input may be a
+        # read-only view, so it is marked input-only there.
+        return cuda.In(x) if self.simulator else x
+
+    @staticmethod
+    def output(out):
+        """A device array to write ``out``'s values into (``out`` itself if on the device)."""
+        return out if is_device_array(out) else cuda.device_array(out.shape, out.dtype)
+
+    @staticmethod
+    def deliver(device, out) -> None:
+        if device is not out:
+            device.copy_to_host(out)
+
+    def no_flags(self):
+        if self._no_flags is None:
+            self._no_flags = cuda.device_array(1, np.uint8)
+        return self._no_flags
+
+    # -- the protocol ------------------------------------------------------------
+
+    def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
+        if out.size == 0:
+            return 0
+        ops = [self.to_device(x) for x in operands]
+        x = ops[0]
+        y = ops[1] if len(ops) > 1 else x
+        z = ops[2] if len(ops) > 2 else x
+        d_out = self.output(out)
+        d_flags = self.no_flags() if flags is None else self.output(flags)
+        bad = cuda.to_device(np.zeros(1, dtype=np.int64))
+        self.launch(cuda_loops.elementwise, out.size, x, y, z, d_out, d_flags, bad,
+                    np.uint64(0 if key is None else key), spec, flags is not None,
+                    key is not None, bool(check), kernel=kernel)
+        self.deliver(d_out, out)
+        if flags is not None:
+            self.deliver(d_flags, flags)
+        return int(bad.copy_to_host()[0]) if check else 0
+
+    def first_unrepresentable(self, x, spec) -> int:
+        if x.size == 0:
+            return -1
+        first = cuda.to_device(np.array([x.size], dtype=np.int64))
+        self.launch(cuda_loops.first_unrepresentable, x.size, self.to_device(x), first, spec)
+        index = int(first.copy_to_host()[0])
+        return -1 if index == x.size else index
+
+    def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
+        total = cuda.to_device(np.zeros(len(COUNTERS), dtype=np.int64))
+        if out.size == 0:
+            return total.copy_to_host()
+        a, b, c = (self.to_device(v) for v in (A, B, C))
+        d_out = self.output(out)
+        per_group = A.shape[0] // B.shape[0]
+        stream = np.uint64(0 if key is None else key)
+        if order == "pairwise":
+            program = pairwise_program(A.shape[1], has_c)
+            if stack_depth(program) > cuda_loops.MAX_DEPTH:
+                raise ValueError(f"a pairwise sum of {A.shape[1]} terms is too deep for the GPU")
+            self.launch(cuda_loops.accumulate_pairwise, out.size, a, b, c, d_out, total, stream,
+                        spec, per_group, cuda.to_device(program), key is not None, want_stats)
+        else:
+            self.launch(cuda_loops.accumulate_sequential, out.size, a, b, c, d_out, total,
+                        stream, spec, per_group, rounded, key is not None, want_stats)
+        self.deliver(d_out, out)
+        return total.copy_to_host()
+
+    def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
+        total = cuda.to_device(np.zeros(len(COUNTERS), dtype=np.int64))
+        if out.size == 0:
+            return total.copy_to_host()
+        a, b, c = (self.to_device(v) for v in (A, B, C))
+        d_out = self.output(out)
+        self.launch(cuda_loops.accumulate_blocks, out.size, a, b, c, d_out, total, hw, out_spec,
+                    block, A.shape[0] // B.shape[0], want_stats)
+        self.deliver(d_out, out)
+        return total.copy_to_host()

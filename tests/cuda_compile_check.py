@@ -1,0 +1,210 @@
+"""Compile every CUDA kernel of the cupy backend offline and prove there is no contraction.
+
+Builds each kernel for a compute capability (default 9.0, the H100) with
+``numba.cuda.compile_ptx``, which needs numba-cuda and NVIDIA's NVVM but no GPU, and
+checks the PTX: no ``fma`` instruction, and an explicit ``.rn`` on every f32/f64 add,
+sub and mul (ptxas never fuses those). Where ``ptxas`` and ``nvdisasm`` are found
+(PATH, or the nvidia-* wheels) it also assembles each kernel and checks the machine
+code: no DFMA/FFMA beyond those of the correctly rounded square root
+(``sqrt.rn.f64``, which ptxas expands with fused operations of its own).
+
+Flags, stochastic rounding and the operand check are arguments of each kernel, so
+one compilation holds every variant of it; both float64 and float32 arrays are built.
+
+    python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2]
+
+A control goes with every run: the fma kernel compiled with contraction left on,
+which the checks must catch. Prints a line per kernel and one for the control; exit
+status 1 if a kernel fails or the control is not caught, 3 if numba-cuda is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ARITH = re.compile(r"^\s*(add|sub|mul)((?:\.[a-z0-9]+)*)\.f(32|64)\b", re.M)
+FMA = re.compile(r"^\s*fma\.", re.M)
+SQRT = re.compile(r"^\s*sqrt\.rn\.f64\b", re.M)
+SASS_FMA = re.compile(r"\b([DFH]FMA)\b")
+
+
+def variants() -> list[tuple[str, str, str]]:
+    """(loop, kernel, dtype) for every kernel the backend compiles."""
+    from fpsim.backends.protocol import KERNELS
+
+    out = [("elementwise", k, d) for d in ("float64", "float32") for k in KERNELS]
+    out += [("first_unrepresentable", "", d) for d in ("float64", "float32")]
+    out += [(loop, "", "float64") for loop in
+            ("accumulate_sequential", "accumulate_pairwise", "accumulate_blocks")]
+    return out
+
+
+def sample_args(loop: str, kernel: str, dtype: str) -> tuple:
+    """Arguments of the types the backend passes (numba-cuda types them)."""
+    import fpsim
+    from fpsim.backends.schedule import pairwise_program
+    from fpsim.kernels.spec import make_spec
+
+    spec = make_spec(fpsim.format("fp16"), "nearest_even", True, False, None)
+    v = np.zeros(4, dtype=dtype)
+    a, b, c = np.zeros((2, 3)), np.zeros((1, 3, 2)), np.zeros((2, 2))
+    counts = np.zeros(5, dtype=np.int64)
+    if loop == "elementwise":
+        return (v, v, v, v.copy(), np.zeros(4, np.uint8), np.zeros(1, np.int64), np.uint64(0),
+                spec, True, True, True)
+    if loop == "first_unrepresentable":
+        return v, np.zeros(1, np.int64), spec
+    if loop == "accumulate_sequential":
+        return a, b, c, c.copy(), counts, np.uint64(0), spec, 1, True, True, True
+    if loop == "accumulate_pairwise":
+        return a, b, c, c.copy(), counts, np.uint64(0), spec, 1, pairwise_program(3, True), \
+            True, True
+    out_spec = make_spec(fpsim.format("fp32"), "toward_zero", True, False, None)
+    return a, b, c, c.copy(), counts, fpsim.hw.H100.params(), out_spec, 16, 1, True
+
+
+def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: bool = True):
+    """PTX of one kernel, and the seconds it took."""
+    from numba import cuda
+    from numba.cuda.typing.typeof import typeof
+
+    from fpsim.backends import cuda_loops, cupy_backend
+    from fpsim.backends.cuda_contraction import no_contraction
+
+    backend = cupy_backend.Backend(simulator=False)
+    func = backend.loop(getattr(cuda_loops, loop), kernel).py_func
+    signature = tuple(typeof(x) for x in sample_args(loop, kernel, dtype))
+    start = time.perf_counter()
+    if contraction_off:
+        with no_contraction():
+            ptx, _ = cuda.compile_ptx(func, signature, cc=cc)
+    else:
+        ptx, _ = cuda.compile_ptx(func, signature, cc=cc)
+    return ptx, time.perf_counter() - start
+
+
+def ptx_problems(ptx: str) -> list[str]:
+    problems = [f"fma instruction: {m.group(0).strip()}" for m in FMA.finditer(ptx)]
+    for m in ARITH.finditer(ptx):
+        if ".rn" not in m.group(2):
+            problems.append(f"no explicit rounding (may be contracted): {m.group(0).strip()}")
+    return problems
+
+
+def find_tool(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for base in sys.path:
+        for path in glob.glob(os.path.join(base, "nvidia", "*", "bin", name)):
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def sass_fma(ptx: str, cc: tuple, tools: tuple[str, str]) -> dict[str, int]:
+    """Counts of fused multiply-add instructions in the assembled kernel."""
+    ptxas, nvdisasm = tools
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+        src.write_text(ptx)
+        arch = f"sm_{cc[0]}{cc[1]}"
+        subprocess.run([ptxas, f"-arch={arch}", str(src), "-o", str(cubin)], check=True,
+                       capture_output=True, text=True)
+        sass = subprocess.run([nvdisasm, str(cubin)], check=True, capture_output=True,
+                              text=True).stdout
+    counts: dict[str, int] = {}
+    for m in SASS_FMA.finditer(sass):
+        counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts
+
+
+def sqrt_fma(cc: tuple, tools) -> dict[str, int]:
+    """Fused operations ptxas uses for one correctly rounded binary64 square root."""
+    from numba import cuda
+    from numba.cuda.typing.typeof import typeof
+
+    from fpsim.backends.cuda_contraction import no_contraction
+
+    def root(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = math.sqrt(x[i])
+
+    v = np.zeros(2)
+    with no_contraction():
+        ptx, _ = cuda.compile_ptx(root, (typeof(v), typeof(v)), cc=cc)
+    assert len(SQRT.findall(ptx)) == 1, "the reference kernel should hold one sqrt.rn.f64"
+    return sass_fma(ptx, cc, tools)
+
+
+def check_variant(job) -> tuple[str, list[str], float]:
+    loop, kernel, dtype, cc, tools, per_sqrt, contraction_off = job
+    name = f"{loop}[{kernel or '-'}, {dtype}]"
+    ptx, seconds = compile_one(loop, kernel, dtype, cc, contraction_off)
+    problems = ptx_problems(ptx)
+    if tools:
+        fused = sass_fma(ptx, cc, tools)
+        roots = len(SQRT.findall(ptx))
+        for op, count in fused.items():
+            allowed = roots * per_sqrt.get(op, 0)
+            if count > allowed:
+                problems.append(f"{count} {op} in the machine code, {allowed} from "
+                                f"{roots} square root(s)")
+    return name, problems, seconds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cc", default="9.0")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-sass", action="store_true")
+    args = parser.parse_args(argv)
+    cc = tuple(int(p) for p in args.cc.split("."))
+    try:
+        from numba import cuda  # noqa: F401
+    except ImportError as exc:
+        print(f"numba-cuda is not installed: {exc}")
+        return 3
+    tools = None if args.no_sass else (find_tool("ptxas"), find_tool("nvdisasm"))
+    if tools and None in tools:
+        print(f"machine-code check skipped: ptxas={tools[0]} nvdisasm={tools[1]}")
+        tools = None
+    per_sqrt = sqrt_fma(cc, tools) if tools else {}
+    if tools:
+        print(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}")
+    control = ("elementwise", "op_fma", "float64", cc, tools, per_sqrt, False)
+    work = [control] + [(*j, cc, tools, per_sqrt, True) for j in variants()]
+    failed = 0
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = pool.map(check_variant, work)
+        name, problems, seconds = next(results)
+        caught = bool(problems)
+        print(f"control, {name} with contraction left on: "
+              f"{'caught' if caught else 'MISSED'} ({len(problems)} problem(s))")
+        for p in problems[:3]:
+            print("   ", p)
+        for name, problems, seconds in results:
+            print(f"{name}: {len(problems)} problem(s), compiled in {seconds:.1f} s")
+            for p in problems[:5]:
+                print("   ", p)
+            failed += bool(problems)
+    print(f"{len(work) - 1} kernels, {failed} with problems")
+    return 1 if failed or not caught else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""The cupy backend's CUDA kernels against the NumPy backend, under Numba's CUDA simulator.
+
+The simulator runs the kernels' loops as Python on the CPU, with the device build's
+primitives except the libdevice bit casts (NumPy stand-ins: the simulator's are stubs).
+Every kernel and variant is compared bit for bit with the NumPy reference backend:
+results, flags and operand-check counts of every elementwise operation over every
+preset format (and two custom ones), rounding mode, subnormals on and off and
+saturation, on values that include ties, subnormals, overflow, infinities and NaN;
+``first_unrepresentable``; small accumulations in every order, with and without c,
+stochastic and with stats; every block-FMA model. It also goes through the public API
+with host arrays, and with device arrays (``fake_cupy``).
+
+It must run in its own process, since ``NUMBA_ENABLE_CUDASIM=1`` must be set before
+numba.cuda is first imported::
+
+    NUMBA_ENABLE_CUDASIM=1 python tests/cuda_parity.py [--values N] [--plant BUG]
+
+``--values``: values per (format, mode, subnormals, saturate) and kernel (default 96).
+``--plant``: first plant a bug in a loop's launch bounds (``elementwise`` or
+``accumulate``); the run must then report differences. ``--only``: the checks whose
+names contain this. Exit status 1 on any difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import itertools
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fake_cupy  # noqa: E402
+
+import fpsim  # noqa: E402
+from fpsim.backends import cuda_loops, numpy_backend  # noqa: E402
+from fpsim.backends.protocol import ARITY, KERNELS  # noqa: E402
+from fpsim.kernels.spec import make_spec  # noqa: E402
+from fpsim.modes import STOCHASTIC  # noqa: E402
+
+FORMATS = [*fpsim.PRESETS.values(), fpsim.Format(6, 9), fpsim.Format(3, 2, infinities=False)]
+SENTINEL = np.array([0x7FF4DEADBEEF0001], dtype=np.int64).view(np.float64)[0]
+PLANTS = {
+    "elementwise": ("range(cuda.grid(1), out.size, cuda.gridsize(1))",
+                    "range(cuda.grid(1), out.size - 1, cuda.gridsize(1))"),
+    "accumulate": ("range(cuda.grid(1), A.shape[0] * n, cuda.gridsize(1))",
+                   "range(cuda.grid(1) + 1, A.shape[0] * n, cuda.gridsize(1))"),
+}
+PLANTED_IN = {"elementwise": "elementwise", "accumulate": "accumulate_sequential"}
+
+
+class Report:
+    def __init__(self) -> None:
+        self.cases = 0
+        self.failures: list[str] = []
+
+    def check(self, what: str, ok: bool, detail: str = "") -> None:
+        self.cases += 1
+        if not ok:
+            self.failures.append(f"{what}: {detail}")
+
+    def same_bits(self, what: str, got, want, inputs=()) -> None:
+        """Arrays equal encoding for encoding."""
+        got, want = np.ravel(got), np.ravel(want)
+        ok = got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+        self.check(what, ok, "" if ok else first_difference(got, want, inputs))
+
+    def equal(self, what: str, got, want) -> None:
+        ok = bool(np.all(np.asarray(got) == np.asarray(want)))
+        self.check(what, ok, "" if ok else f"{got!r}, the NumPy backend {want!r}")
+
+
+def bits(x) -> np.ndarray:
+    """Floats as their encodings (NaN payloads and signed zeros compared too)."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return x
+    return x.view({8: np.int64, 4: np.int32, 2: np.int16}[x.dtype.itemsize])
+
+
+def shown(v) -> str:
+    v = np.asarray(v)
+    return f"{v!r} ({int(bits(v)) & (2**(8 * v.itemsize) - 1):#x})" if v.dtype.kind == "f" \
+        else repr(v)
+
+
+def first_difference(got, want, inputs) -> str:
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, the NumPy backend {want.dtype}"
+    i = int(np.flatnonzero(bits(got) != bits(want))[0])
+    args = ", ".join(shown(np.asarray(v)[i]) for v in inputs)
+    return (f"element {i} of {np.size(got)}: inputs ({args}) gave {shown(np.asarray(got)[i])}, "
+            f"the NumPy backend {shown(np.asarray(want)[i])}")
+
+
+# -- values ------------------------------------------------------------------------
+
+
+def format_values(fmt, n, rng) -> np.ndarray:
+    """Values of ``fmt``: random encodings (every class: subnormal, inf, NaN) and extremes."""
+    codes = rng.integers(0, 2**fmt.bits, n, dtype=np.uint64)
+    v = np.asarray(fpsim.from_bits(codes, fmt), dtype=np.float64)
+    extremes = [0.0, -0.0, fmt.max, -fmt.max, fmt.smallest_subnormal, -fmt.smallest_normal,
+                np.nan, np.inf if fmt.infinities else np.nan, 1.0, -1.5]
+    k = min(n, len(extremes))
+    v[rng.choice(n, k, replace=False)] = extremes[:k]
+    return v
+
+
+def ulp(v, fmt) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log2(np.abs(v)))
+    e = np.where(np.isfinite(e), np.maximum(e, fmt.emin), fmt.emin)
+    return np.exp2(e - fmt.man_bits)
+
+
+def round_inputs(fmt, n, rng) -> np.ndarray:
+    """Float64 values at, between and beside the format's values, beyond its range, NaN."""
+    v = format_values(fmt, n, rng)
+    v = np.where(np.isfinite(v), v, 1.0)
+    u = ulp(v, fmt)
+    pick = rng.integers(0, 6, n)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mid = v + np.copysign(u / 2, v)  # ties (exact in binary64 for these formats)
+        out = np.select(
+            [pick == 0, pick == 1, pick == 2, pick == 3, pick == 4],
+            [v, mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf),
+             v * 2.0 ** rng.integers(-8, 9, n)],
+            rng.standard_normal(n) * 2.0 ** rng.integers(fmt.emin - fmt.man_bits - 3,
+                                                         min(fmt.emax + 3, 1000), n),
+        )
+    special = [np.inf, -np.inf, np.nan, fmt.max + ulp(np.array([fmt.max]), fmt)[0] / 2,
+               -2.0 * fmt.max, fmt.smallest_subnormal / 2, -fmt.smallest_subnormal * 0.75,
+               fmt.smallest_normal * (1 - 2.0**-30), 0.0, -0.0]
+    k = min(n, len(special))
+    out[rng.choice(n, k, replace=False)] = special[:k]
+    return out
+
+
+def operands(fmt, arity, n, rng) -> list[np.ndarray]:
+    """Values of the format; the second operand often near the first (cancellation,
+    absorption, ties), and a few values that are not of the format (the operand check)."""
+    ops = [format_values(fmt, n, rng) for _ in range(arity)]
+    if arity >= 2:
+        near = rng.random(n) < 0.4
+        scale = 2.0 ** rng.integers(-fmt.man_bits - 3, 3, n) * rng.choice([-1, 1], n)
+        with np.errstate(all="ignore"):
+            moved = numpy_round(ops[0] * scale, fmt)
+        ops[1] = np.where(near & np.isfinite(moved), moved, ops[1])
+    if fmt.man_bits < 52:
+        for op in ops:
+            bad = rng.random(n) < 0.02
+            with np.errstate(invalid="ignore"):
+                op[bad] = op[bad] + np.copysign(ulp(op[bad], fmt) / 2, op[bad])
+    return ops
+
+
+def numpy_round(x, fmt, mode="nearest_even") -> np.ndarray:
+    with fpsim.backend("numpy"):
+        return np.asarray(fpsim.round(x, fmt, mode, saturate=True), dtype=np.float64)
+
+
+# -- the checks ----------------------------------------------------------------------
+
+
+def check_elementwise(gpu, ref, report, values, rng) -> None:
+    for index, (fmt, mode, subnormals, saturate) in enumerate(itertools.product(
+            FORMATS, fpsim.ROUNDING_MODES, (True, False), (False, True))):
+        spec = make_spec(fmt, mode, subnormals, saturate, None)
+        key = int(rng.integers(0, 2**63)) if spec.mode == STOCHASTIC else None
+        narrow = fmt.dtype != np.float64 and index % 3 == 0  # float32 operands and result
+        work = np.float32 if narrow else np.float64
+        for kernel in KERNELS:
+            if kernel != "round_value" and fmt.man_bits > 29:
+                continue  # arithmetic takes formats of up to 29 fraction bits
+            arity = ARITY[kernel]
+            ops = ([round_inputs(fmt, values, rng)] if kernel == "round_value"
+                   else operands(fmt, arity, values, rng))
+            ops = [op.astype(work) for op in ops]
+            for want_flags, check, device in ((True, True, index % 2 == 0),
+                                              (False, False, index % 2 == 1)):
+                what = (f"{kernel} {fmt.name} {mode} subnormals={subnormals} "
+                        f"saturate={saturate} {np.dtype(work).name} flags={want_flags} "
+                        f"check={check} {'device' if device else 'host'} arrays")
+                outs = []
+                for backend in (gpu, ref):
+                    out = np.full(values, SENTINEL, dtype=work)
+                    flags = np.full(values, 0xFF, np.uint8) if want_flags else None
+                    args = ops
+                    if device and backend is gpu:
+                        out = fake_cupy.asarray(out)
+                        flags = None if flags is None else fake_cupy.asarray(flags)
+                        args = [fake_cupy.asarray(op) for op in ops]
+                    bad = backend.apply(kernel, args, out, flags, spec, key, check=check)
+                    outs.append((fake_cupy.asnumpy(out), None if flags is None
+                                 else fake_cupy.asnumpy(flags), bad))
+                (o1, f1, b1), (o2, f2, b2) = outs
+                report.same_bits(what + ": values", o1, o2, ops)
+                if want_flags:
+                    report.same_bits(what + ": flags", f1, f2, ops)
+                report.equal(what + ": operand check (unrepresentable count)", b1, b2)
+
+
+def check_first_unrepresentable(gpu, ref, report, rng) -> None:
+    for fmt in FORMATS:
+        spec = make_spec(fmt, "nearest_even", True, False, None)
+        for n in (0, 1, 7, 300):
+            x = format_values(fmt, n, rng)
+            for where in {None, 0, n // 2, n - 1} if n else {None}:
+                y = x.copy()
+                if where is not None and fmt.man_bits < 52:
+                    y[where:] = 1.0 + fmt.eps / 2  # not a value of the format
+                for arr in (y, fake_cupy.asarray(y)):
+                    got = gpu.first_unrepresentable(arr, spec)
+                    want = ref.first_unrepresentable(y, spec)
+                    report.equal(f"first_unrepresentable {fmt.name} n={n} bad from {where}",
+                                 got, want)
+
+
+def accumulation_inputs(in_fmt, rows, k_len, n, groups, rng, special):
+    a = format_values(in_fmt, rows * k_len, rng).reshape(rows, k_len)
+    b = format_values(in_fmt, groups * k_len * n, rng).reshape(groups, k_len, n)
+    for x in (a, b):
+        finite = np.isfinite(x)
+        if not special:
+            x[~finite] = 1.0
+        x[rng.random(x.shape) < 0.2] = 0.0
+    return a, b
+
+
+def check_accumulate(gpu, ref, report, rng) -> None:
+    cases = itertools.product(
+        ("fp16", "bf16", "fp8_e4m3", "fp32"), ("nearest_even", "toward_zero", "odd",
+                                               "stochastic"),
+        ((0, "sequential"), (1, "sequential"), (5, "pairwise"), (17, "sequential"),
+         (17, "pairwise"), (1, "pairwise"), (0, "pairwise")),
+    )
+    for index, (accum, mode, (k_len, order)) in enumerate(cases):
+        fmt = fpsim.format(accum)
+        spec = make_spec(fmt, mode, index % 4 != 3, index % 5 == 4, None)
+        key = int(rng.integers(0, 2**63)) if spec.mode == STOCHASTIC else None
+        rows, n = 6, 5
+        groups = 3 if index % 2 else 1
+        a, b = accumulation_inputs(fpsim.format("fp16"), rows, k_len, n, groups, rng,
+                                   special=index % 3 == 0)
+        c = numpy_round(format_values(fmt, rows * n, rng), fmt).reshape(rows, n)
+        has_c = index % 2 == 0
+        if not has_c:
+            c[:] = 0.0
+        for rounded, stats, device in ((index % 3 == 1, True, index % 2 == 0),
+                                       (False, False, index % 2 == 1)):
+            what = (f"accumulate {order} K={k_len} {accum} {mode} rounded={rounded} "
+                    f"has_c={has_c} stats={stats} groups={groups}")
+            results = []
+            for backend in (gpu, ref):
+                out = np.full((rows, n), SENTINEL)
+                args = (a, b, c)
+                if device and backend is gpu:
+                    out = fake_cupy.asarray(out)
+                    args = tuple(fake_cupy.asarray(v) for v in args)
+                counts = backend.accumulate(*args, out, spec, key=key, order=order,
+                                            rounded=rounded, has_c=has_c, want_stats=stats)
+                results.append((fake_cupy.asnumpy(out), np.asarray(counts)))
+            (o1, c1), (o2, c2) = results
+            report.same_bits(what + ": values", o1, o2)
+            report.equal(what + ": stats", c1.tolist(), c2.tolist())
+
+
+def check_blocks(gpu, ref, report, rng) -> None:
+    models = [*fpsim.hw.PRESETS.values(),
+              fpsim.hw.BlockFMA("custom", block=3, frac_bits=3, exp_floor=None,
+                                input="fp8_e5m2", output="bf16",
+                                output_rounding="nearest_even"),
+              fpsim.hw.BlockFMA("custom-e4m3", block=5, frac_bits=30, exp_floor=-140,
+                                input="fp8_e4m3", output="fp16")]
+    for index, (model, k_len) in enumerate(itertools.product(models, (0, 3, 16, 33))):
+        hw = model.params()
+        fin, fout = fpsim.format(model.input), fpsim.format(model.output)
+        out_spec = make_spec(fout, model.output_rounding, True, False, None)
+        rows, n, groups = 4, 3, 2 if index % 2 else 1
+        a, b = accumulation_inputs(fin, rows, k_len, n, groups, rng, special=index % 3 == 0)
+        c = numpy_round(format_values(fout, rows * n, rng), fout).reshape(rows, n)
+        for stats in (True, False):
+            what = f"accumulate_blocks {model.name} K={k_len} stats={stats} groups={groups}"
+            results = []
+            for backend in (gpu, ref):
+                out = np.full((rows, n), SENTINEL)
+                counts = backend.accumulate_blocks(a, b, c, out, hw, out_spec, model.block,
+                                                   stats)
+                results.append((out, np.asarray(counts)))
+            (o1, c1), (o2, c2) = results
+            report.same_bits(what + ": values", o1, o2)
+            report.equal(what + ": stats", c1.tolist(), c2.tolist())
+
+
+def public_calls(rng) -> list:
+    """Results of a few public calls (the core's checks, layout and dtypes included)."""
+    x = round_inputs(fpsim.format("fp16"), 200, rng)
+    h = numpy_round(x, "fp16")
+    a = numpy_round(rng.standard_normal((2, 4, 24)), "fp16").astype(np.float32)
+    b = numpy_round(rng.standard_normal((24, 5)), "fp16")
+    return [
+        lambda xp: fpsim.round(xp.asarray(x), "bf16", "stochastic", seed=3),
+        lambda xp: fpsim.round(xp.asarray(x.astype(np.float32)), "fp8_e4m3", saturate=True),
+        lambda xp: fpsim.add(xp.asarray(h), xp.asarray(h[::-1]), "fp16", flags=True),
+        lambda xp: fpsim.fma(xp.asarray(h), 0.5, xp.asarray(h[::-1]), "fp16", "up"),
+        lambda xp: fpsim.matmul(xp.asarray(a), xp.asarray(b), accum="fp16", stats=True),
+        lambda xp: fpsim.matmul(xp.asarray(a), b, accum="bf16", order="pairwise",
+                                rounding="stochastic", seed=2, out="fp8_e5m2"),
+        lambda xp: fpsim.matmul(xp.asarray(a), xp.asarray(b), model=fpsim.hw.H100, c=1.0,
+                                stats=True),
+        lambda xp: fpsim.sum(xp.asarray(a), axis=1, accum="fp16", c=xp.asarray(np.ones(24))),
+        lambda xp: fpsim.dot(xp.asarray(a[0, 0]), xp.asarray(b[:, 0]), accum="bf16", c=1.0),
+    ]
+
+
+def check_public(report, rng) -> None:
+    for index, call in enumerate(public_calls(rng)):
+        with fpsim.backend("numpy"):
+            want = call(np)
+        for xp in (np, fake_cupy):
+            with fpsim.backend("cupy"):
+                got = call(xp)
+            parts = zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,), strict=True)
+            for g, w in parts:
+                what = f"public call {index} ({xp.__name__} arrays)"
+                if isinstance(w, fpsim.AccumulationStats):
+                    report.equal(what + ": stats", g, w)
+                    continue
+                kind = type(w) if xp is np or np.ndim(w) == 0 else fake_cupy.ndarray
+                report.equal(what + ": array type", type(g), kind)
+                report.same_bits(what + ": values", fake_cupy.asnumpy(g), np.asarray(w))
+
+
+def check_bench(report) -> None:
+    """``fpsim bench --backend cupy``'s measurement runs (its figures mean nothing here)."""
+    from fpsim import bench
+
+    rows = bench.run(n=64, repeats=1, backend="cupy", xp=fake_cupy)
+    report.equal("bench rows", len(rows), 2 + 7 * len(bench.ROUND_FORMATS)
+                 + 3 * len(bench.ARITH_FORMATS))
+    report.check("bench figures", all(r[2] > 0 and r[3] > 0 for r in rows), str(rows[:3]))
+
+
+def plant(bug: str) -> None:
+    """Replace a loop of cuda_loops by a copy with a launch-bounds bug."""
+    name = PLANTED_IN[bug]
+    old, new = PLANTS[bug]
+    source = inspect.getsource(getattr(cuda_loops, name))
+    assert old in source, f"the planted bug no longer applies to {name}"
+    namespace = dict(vars(cuda_loops))
+    exec(compile(source.replace(old, new), f"<planted {bug}>", "exec"), namespace)
+    setattr(cuda_loops, name, namespace[name])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--values", type=int, default=96)
+    parser.add_argument("--plant", choices=sorted(PLANTS))
+    parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument("--only", help="run only the checks whose names contain this")
+    args = parser.parse_args(argv)
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        print("set NUMBA_ENABLE_CUDASIM=1 (this runs the CUDA kernels in the simulator)")
+        return 2
+    warnings.simplefilter("ignore")  # the simulator's NumPy scalars warn on wrapping
+    if args.plant:
+        plant(args.plant)
+    from fpsim.backends import cupy_backend
+
+    gpu, ref = cupy_backend.Backend(), numpy_backend.Backend()
+    assert gpu.simulator
+    rng = np.random.default_rng(args.seed)
+    report = Report()
+    checks = [
+        ("elementwise", lambda: check_elementwise(gpu, ref, report, args.values, rng)),
+        ("first_unrepresentable", lambda: check_first_unrepresentable(gpu, ref, report, rng)),
+        ("accumulate", lambda: check_accumulate(gpu, ref, report, rng)),
+        ("accumulate_blocks", lambda: check_blocks(gpu, ref, report, rng)),
+        ("public API", lambda: check_public(report, rng)),
+        ("bench", lambda: check_bench(report)),
+    ]
+    for name, run in checks:
+        if args.only and args.only not in name:
+            continue
+        start, before, failed = time.perf_counter(), report.cases, len(report.failures)
+        run()
+        print(f"{name}: {report.cases - before} comparisons, "
+              f"{len(report.failures) - failed} differ ({time.perf_counter() - start:.1f} s)")
+    for line in report.failures[:12]:
+        print("DIFFERS", line)
+    print(f"{report.cases} comparisons, {len(report.failures)} differ")
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

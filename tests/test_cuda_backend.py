@@ -1,0 +1,126 @@
+"""The cupy (GPU) backend, checked without a GPU.
+
+- Simulator parity: the CUDA kernels run in Numba's CUDA simulator and must give the
+  NumPy backend's bits, flags and counts (tests/cuda_parity.py, in a subprocess:
+  NUMBA_ENABLE_CUDASIM must be set before numba.cuda is imported). Its size is
+  FPSIM_SIMULATOR_VALUES values per format, mode and kernel (default 96).
+- Compile check: every kernel built offline for compute capability 9.0, with no
+  floating-point contraction in the PTX or the machine code
+  (tests/cuda_compile_check.py).
+- Both checks must catch a planted bug: an off-by-one in launch bounds, contraction
+  left on.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+VALUES = os.environ.get("FPSIM_SIMULATOR_VALUES", "96")
+needs_numba_cuda = pytest.mark.skipif(
+    importlib.util.find_spec("numba_cuda") is None,
+    reason="numba-cuda is not installed (it comes with the test and gpu extras)",
+)
+
+
+def run(script: str, *args: str, simulator: bool = False, timeout: int = 900):
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if simulator:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    return subprocess.run([sys.executable, str(HERE / script), *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@needs_numba_cuda
+def test_kernels_in_the_simulator_match_the_numpy_backend():
+    result = run("cuda_parity.py", "--values", VALUES, simulator=True)
+    print(result.stdout[-3000:], result.stderr[-3000:])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert ", 0 differ" in result.stdout.splitlines()[-1]
+
+
+@needs_numba_cuda
+@pytest.mark.parametrize("bug", ["elementwise", "accumulate"])
+def test_a_planted_launch_bound_bug_is_caught(bug):
+    result = run("cuda_parity.py", "--values", "4", "--plant", bug, "--only", bug,
+                 simulator=True)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "DIFFERS" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def compile_check():
+    """One offline build of every kernel for compute capability 9.0 (the H100), with
+    its control: the fma kernel compiled with contraction left on."""
+    if importlib.util.find_spec("numba_cuda") is None:
+        pytest.skip("numba-cuda is not installed (it comes with the test and gpu extras)")
+    result = run("cuda_compile_check.py", "--cc", "9.0")
+    print(result.stdout[-4000:], result.stderr[-3000:])
+    return result
+
+
+def test_every_kernel_compiles_for_the_h100_without_contraction(compile_check):
+    out = compile_check.stdout
+    assert compile_check.returncode == 0, out[-4000:] + compile_check.stderr[-3000:]
+    assert "kernels, 0 with problems" in out
+    if "machine-code check skipped" in out:
+        pytest.skip("the PTX is checked; the machine-code check needs ptxas and nvdisasm: "
+                    + out.splitlines()[0])
+
+
+def test_contraction_left_on_is_caught(compile_check):
+    assert "with contraction left on: caught" in compile_check.stdout, compile_check.stdout
+
+
+def test_without_a_gpu_the_cupy_backend_says_what_is_missing():
+    code = ("import fpsim\n"
+            "from fpsim.backends import gpu_missing\n"
+            "missing = gpu_missing()\n"
+            "if missing is None: print('GPU'); raise SystemExit\n"
+            "try:\n"
+            "    fpsim.set_backend('cupy')\n"
+            "except RuntimeError as exc:\n"
+            "    print(exc)\n"
+            "print(fpsim.get_backend_name())\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.splitlines()
+    if out[0] == "GPU":
+        pytest.skip("this machine has a usable GPU")
+    assert out[0].startswith("the cupy backend cannot run here: ")
+    assert any(w in out[0] for w in ("numba-cuda", "CuPy", "GPU")), out[0]
+    assert out[1] == "numba", "a refused backend must leave the backend in force unchanged"
+
+
+def test_import_fpsim_never_imports_cupy_or_numba_cuda():
+    code = ("import sys, fpsim\n"
+            "fpsim.round(0.1, 'fp16'); fpsim.matmul([[1.0]], [[2.0]], model=fpsim.hw.H100)\n"
+            "print(sorted(m for m in sys.modules\n"
+            "             if m.split('.')[0] == 'cupy' or m.startswith('numba.cuda')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_gpu_arrays_need_the_gpu_backend():
+    sys.path.insert(0, str(HERE))
+    import fake_cupy
+
+    import fpsim
+
+    x = fake_cupy.asarray([1.0, 2.0])
+    with pytest.raises(ValueError, match="GPU arrays need the GPU backend"):
+        fpsim.round(x, "fp16")
+    with pytest.raises(ValueError, match="GPU arrays need the GPU backend"):
+        fpsim.matmul(x.reshape(1, 2), [[1.0], [1.0]])
+    with pytest.raises(ValueError, match="takes host arrays"):
+        fpsim.to_bits(x, "fp16")
+    with pytest.raises(ValueError, match="takes host arrays"):
+        fpsim.from_bits(fake_cupy.asarray([1, 2]), "fp16")
+    with pytest.raises(ValueError, match="takes host arrays"):
+        fpsim.conv2d(fake_cupy.zeros((1, 1, 2, 2)), [[[[1.0]]]])
