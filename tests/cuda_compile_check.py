@@ -84,7 +84,8 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
     from fpsim.backends import cuda_loops, cupy_backend
     from fpsim.backends.cuda_contraction import no_contraction
 
-    backend = cupy_backend.Backend(simulator=False)
+    backend = cupy_backend.Backend()
+    assert not backend.simulator, "the offline build needs the real numba-cuda, not the simulator"
     func = backend.loop(getattr(cuda_loops, loop), kernel).py_func
     signature = tuple(typeof(x) for x in sample_args(loop, kernel, dtype))
     start = time.perf_counter()

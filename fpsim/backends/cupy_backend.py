@@ -61,9 +61,9 @@ def _bits_f64_host(u):
     return np.int64(u).view(np.float64)
 
 
-def primitives(simulator: bool = SIMULATOR) -> dict:
+def primitives() -> dict:
     """The kernels' primitives for CUDA; under the simulator, NumPy-scalar bit casts."""
-    if simulator:
+    if SIMULATOR:
         f64_bits, bits_f64 = _f64_bits_host, _bits_f64_host
     else:
         from numba.cuda import libdevice
@@ -92,10 +92,11 @@ class Backend:
 
     name = "cupy"
 
-    def __init__(self, simulator: bool = SIMULATOR) -> None:
-        self.simulator = simulator
+    def __init__(self) -> None:
+        # Numba's CUDA simulator is a mode of the whole process (NUMBA_ENABLE_CUDASIM).
+        self.simulator = SIMULATOR
         self.digest = source_digest(cuda_loops)
-        self.kernels = instantiate(primitives(simulator), device_function,
+        self.kernels = instantiate(primitives(), device_function,
                                    suffix=f"_cuda_{self.digest}")
         self._loops: dict = {}
         self._no_flags = None
