@@ -18,6 +18,7 @@ from functools import partial
 import numpy as np
 
 import fpsim
+from fpsim._machine import machine
 from fpsim.backends import get_backend
 
 ROUND_FORMATS = ("fp16", "bf16", "fp8_e4m3")
@@ -210,31 +211,6 @@ def run_training(repeats: int = 40, rounds: int = 5) -> list[tuple]:
             seconds = float(np.median(times))
             rows.append((model_name, what, seconds * 1e3, seconds / float(np.median(ref_times))))
     return rows
-
-
-def machine(gpu: bool = False) -> str:
-    """What the figures were measured on: the CPU's model and flags, or the GPU's name."""
-    import platform
-
-    if gpu:
-        import cupy
-
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-        return (f"GPU: {name}, compute capability {props['major']}.{props['minor']}, "
-                f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, driver "
-                f"{cupy.cuda.runtime.driverGetVersion()}, CuPy {cupy.__version__}")
-    model, flags = platform.processor() or platform.machine(), ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = {k.strip(): v.strip() for k, v in
-                    (line.split(":", 1) for line in f if ":" in line)}
-        model = info.get("model name", model)
-        wanted = ("avx2", "f16c", "fma", "avx512f", "avx512fp16", "avx512_bf16", "neon", "asimd")
-        flags = " ".join(f for f in info.get("flags", "").split() if f in wanted)
-    except OSError:
-        pass
-    return f"CPU: {model}; {flags}".rstrip("; ")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
     fpsim                      table of the preset formats
     fpsim 0.1 1e-8 70000       also round these values to every preset, in every mode
     fpsim bench [...]          throughput benchmark (see ``fpsim.bench``)
+    fpsim compare [...]        emulation against hardware (see ``fpsim.compare``)
     fpsim reproduce [...]      the paper's ablations (see ``fpsim.reproduce.command``)
 """
 
@@ -46,14 +47,19 @@ def main(argv: list[str] | None = None) -> int:
         from fpsim.bench import main as bench_main
 
         return bench_main(argv[1:])
+    if argv[:1] == ["compare"]:
+        from fpsim.compare.command import main as compare_main
+
+        return compare_main(argv[1:])
     if argv[:1] == ["reproduce"]:
         from fpsim.reproduce.command import main as reproduce_main
 
         return reproduce_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="fpsim", description="Bit-exact reduced-precision floating point.",
-        epilog="Subcommands: 'fpsim reproduce' replays the paper's ablations; 'fpsim bench' "
-               "runs the throughput benchmark.",
+        epilog="Subcommands: 'fpsim reproduce' replays the paper's ablations; 'fpsim compare' "
+               "compares the emulation with hardware; 'fpsim bench' runs the throughput "
+               "benchmark.",
     )
     parser.add_argument("values", nargs="*", type=float, help="values to round to each format")
     parser.add_argument("--formats", default=",".join(PRESETS),

@@ -1,0 +1,60 @@
+"""What a measurement ran on: the CPU or GPU, and the libraries' versions."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+
+def machine(gpu: bool = False) -> str:
+    """What the figures were measured on: the CPU's model and flags, or the GPU's name."""
+    if gpu:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return (f"GPU: {name}, compute capability {props['major']}.{props['minor']}, "
+                f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, driver "
+                f"{cupy.cuda.runtime.driverGetVersion()}, CuPy {cupy.__version__}")
+    model, flags = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = {k.strip(): v.strip() for k, v in
+                    (line.split(":", 1) for line in f if ":" in line)}
+        model = info.get("model name", model)
+        wanted = ("avx2", "f16c", "fma", "avx512f", "avx512fp16", "avx512_bf16", "neon", "asimd")
+        flags = " ".join(f for f in info.get("flags", "").split() if f in wanted)
+    except OSError:
+        pass
+    return f"CPU: {model}; {flags}".rstrip("; ")
+
+
+def versions(gpu: bool = False) -> dict[str, str]:
+    """Versions of Python, fpsim and the libraries whose arithmetic is compared or used."""
+    from importlib import metadata
+
+    import numpy as np
+
+    import fpsim
+
+    found = {"python": sys.version.split()[0], "fpsim": fpsim.__version__, "numpy": np.__version__}
+    gpu_dists = ("cupy-cuda13x", "numba-cuda") if gpu else ()
+    for dist in ("numba", "llvmlite", "ml_dtypes", *gpu_dists):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        from threadpoolctl import threadpool_info
+
+        np.ones((2, 2)) @ np.ones((2, 2))  # loads the BLAS
+        blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+        # Other packages may load a BLAS of their own: NumPy's is the one np.matmul calls.
+        blas.sort(key=lambda lib: "numpy" not in str(lib.get("filepath", "")))
+        if blas:
+            lib = blas[0]
+            found["blas"] = (f"{lib.get('internal_api')} {lib.get('version')} "
+                             f"({lib.get('architecture')}, {lib.get('num_threads')} threads)")
+    except ImportError:
+        pass
+    return found

@@ -1,0 +1,84 @@
+"""A comparison case (what the hardware computed, and fpsim's candidate emulations of
+it) and its record (how close each candidate came, which came closest, the verdict)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpsim.bits import to_bits
+from fpsim.compare.metrics import Comparison, compare_bits
+from fpsim.formats import as_format
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case: ``hardware`` holds the hardware's results (values of ``format``),
+    ``candidates`` fpsim's emulations of them, by model name."""
+
+    name: str
+    hardware_is: str  # what computed the results, in words
+    emulation_is: str  # how fpsim emulated it, in words
+    format: str
+    hardware: np.ndarray
+    candidates: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Record:
+    """The outcome of one case (or why it was skipped, in ``skipped``)."""
+
+    name: str
+    hardware_is: str
+    emulation_is: str
+    format: str
+    results: dict[str, Comparison] = field(default_factory=dict)
+    skipped: str = ""
+
+    @property
+    def best(self) -> str | None:
+        """The candidate closest to the hardware: most identical elements, then the
+        smallest maximum and median distance."""
+        if not self.results:
+            return None
+        return min(self.results, key=lambda m: (-self.results[m].identical,
+                                                 self.results[m].max_ulp,
+                                                 self.results[m].median_ulp))
+
+    @property
+    def verdict(self) -> str:
+        """"identical", "differs: N of M, max K ulp", or "skipped: why"."""
+        if self.skipped:
+            return f"skipped: {self.skipped}"
+        c = self.results[self.best]
+        if c.identical == 1.0:
+            return "identical"
+        differ = c.size - round(c.identical * c.size)
+        worst = "a NaN against a number" if np.isinf(c.max_ulp) else f"{c.max_ulp:g} ulp"
+        return f"differs: {differ} of {c.size}, max {worst}"
+
+    def as_dict(self) -> dict:
+        return dict(name=self.name, hardware=self.hardware_is, emulation=self.emulation_is,
+                    format=self.format, best=self.best, verdict=self.verdict,
+                    skipped=self.skipped or None,
+                    results={m: c.as_dict() for m, c in self.results.items()})
+
+
+def skipped(name: str, hardware_is: str, why: str, fmt: str = "") -> Record:
+    """The record of a case that could not run here."""
+    return Record(name, hardware_is, "", fmt, skipped=why)
+
+
+def evaluate(case: Case) -> Record:
+    """Compare every candidate with the hardware, encoding by encoding (NaNs as a class)."""
+    fmt = as_format(case.format)
+    hardware = to_bits(np.asarray(case.hardware, dtype=np.float64), fmt)
+    results = {}
+    for model, values in case.candidates.items():
+        emulated = to_bits(np.asarray(values, dtype=np.float64), fmt)
+        if emulated.shape != hardware.shape:
+            raise ValueError(f"{case.name}: {model} has shape {emulated.shape}, the hardware's "
+                             f"results {hardware.shape}")
+        results[model] = compare_bits(emulated, hardware, fmt)
+    return Record(case.name, case.hardware_is, case.emulation_is, fmt.name, results)

@@ -1,0 +1,117 @@
+"""The comparison's outputs: results.json, a markdown table, a figure, the verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from fpsim.compare.cases import Record
+from fpsim.compare.metrics import HISTOGRAM_EDGES
+
+
+def bin_labels() -> list[str]:
+    """Labels of the histogram's bins: 0, 1, 2, 3-4, 5-8, ..., more, NaN against a number."""
+    edges = list(HISTOGRAM_EDGES)
+    labels = []
+    for lo, hi in zip(edges, edges[1:] + [None], strict=False):
+        if hi is None:
+            labels.append(f">={lo}")
+        elif hi - lo == 1:
+            labels.append(str(lo))
+        else:
+            labels.append(f"{lo}-{hi - 1}")
+    return labels + ["NaN/num"]
+
+
+def _share(identical: float) -> str:
+    """A percentage that reads 100% only when every element is identical."""
+    if identical == 1.0:
+        return "100%"
+    return f"{math.floor(identical * 1e4) / 100:.2f}%"
+
+
+def _ulp(v: float) -> str:
+    return "NaN/num" if np.isinf(v) else f"{v:g}"
+
+
+def markdown(records: list[Record], header: dict) -> str:
+    """The table of cases (the closest candidate of each) and of every candidate."""
+    lines = [f"Machine: {header['machine']}  ", "Versions: " + ", ".join(
+        f"{k} {v}" for k, v in header["versions"].items()) + "  ",
+        f"Suite {header['suite']}, size {header['size']}, seed {header['seed']}.", "",
+        "| case | hardware | closest emulation | identical | max ulp | median ulp | verdict |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for r in records:
+        if r.skipped:
+            lines.append(f"| {r.name} | {r.hardware_is} | | | | | {r.verdict} |")
+            continue
+        c = r.results[r.best]
+        lines.append(f"| {r.name} | {r.hardware_is} | {r.best} | {_share(c.identical)} | "
+                     f"{_ulp(c.max_ulp)} | {_ulp(c.median_ulp)} | {r.verdict} |")
+    lines += ["", "Every candidate:", "",
+              "| case | candidate | identical | max ulp | median ulp |",
+              "| --- | --- | ---: | ---: | ---: |"]
+    for r in records:
+        for model, c in r.results.items():
+            lines.append(f"| {r.name} | {model} | {_share(c.identical)} | "
+                         f"{_ulp(c.max_ulp)} | {_ulp(c.median_ulp)} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(records: list[Record], path: Path) -> None:
+    """Histograms of the ulp distance of each case's closest candidate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in records if r.results]
+    cols = 3
+    rows = max(1, -(-len(shown) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
+    labels = bin_labels()
+    for ax, r in zip(axes.ravel(), shown, strict=False):
+        c = r.results[r.best]
+        ax.bar(range(len(labels)), np.maximum(c.histogram, 0.0), color="tab:blue")
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_title(f"{r.name}\n{r.best}: {_share(c.identical)} identical", fontsize=8)
+        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=6)
+        ax.tick_params(axis="y", labelsize=6)
+    for ax in axes.ravel()[len(shown):]:
+        ax.axis("off")
+    fig.supxlabel("distance from the hardware's result (ulp of the case's format)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(records: list[Record], header: dict, out: Path) -> dict[str, Path]:
+    """results.json, results.md and ulp_histograms.png in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "results.json", "markdown": out / "results.md",
+             "figure": out / "ulp_histograms.png"}
+    document = _finite(dict(header, records=[r.as_dict() for r in records]))
+    paths["json"].write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+    paths["markdown"].write_text(markdown(records, header))
+    figure(records, paths["figure"])
+    return paths
+
+
+def _finite(v):
+    """JSON has no infinity: an infinite distance (a NaN against a number) is null."""
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
+def verdicts(records: list[Record]) -> str:
+    """One line a case: its name and its plain verdict."""
+    width = max((len(r.name) for r in records), default=0)
+    return "\n".join(f"{r.name:{width}}  {r.verdict}" for r in records)

@@ -1,0 +1,54 @@
+"""``fpsim compare``: run a suite of cases and write what it found."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fpsim._machine import machine, versions
+from fpsim.compare import report
+from fpsim.compare.cases import Case, Record, evaluate
+
+SUITES = ("cpu", "gpu", "all")
+DEFAULT_SIZE = 1 << 20
+DEFAULT_SEED = 0
+
+
+def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEED,
+        out: str | Path | None = None, progress=None) -> list[Record]:
+    """Run the ``suite`` ("cpu", "gpu" or "all") and return a record per case.
+
+    ``size``: elements per elementwise case (the others scale with it); ``seed``: the
+    inputs' random seed; ``out``: a folder for results.json, results.md and
+    ulp_histograms.png (nothing written when None); ``progress``: called with each
+    record as it is made.
+    """
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
+    for label, value, low in (("size", size, 64), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
+    families = []
+    if suite in ("cpu", "all"):
+        from fpsim.compare import cpu
+
+        families.append(cpu.cases(size, seed))
+    if suite in ("gpu", "all"):
+        from fpsim.compare import gpu
+
+        families.append(gpu.cases(size, seed))
+    records = []
+    for family in families:
+        for item in family:
+            record = evaluate(item) if isinstance(item, Case) else item
+            records.append(record)
+            if progress is not None:
+                progress(record)
+    if out is not None:
+        gpu_ran = any(r.name.startswith("gpu") and not r.skipped for r in records)
+        header = dict(suite=suite, size=size, seed=seed,
+                      date=time.strftime("%Y-%m-%d"),
+                      machine=machine() + (f"; {machine(gpu=True)}" if gpu_ran else ""),
+                      versions=versions(gpu=gpu_ran))
+        report.write(records, header, Path(out))
+    return records

@@ -1,0 +1,240 @@
+"""fpsim compare: the verdicts on planted cases, the CPU suite at a small size, the GPU
+suite's logic with NumPy arrays standing in for CuPy's, the command line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fpsim
+from fpsim.compare import Case, evaluate, run
+from fpsim.compare import gpu as gpu_suite
+from fpsim.compare.cpu import numpy_pairwise
+from fpsim.compare.report import bin_labels, markdown
+from fpsim.compare.run import DEFAULT_SIZE
+
+
+def halves(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.asarray(fpsim.round(rng.standard_normal(n) * 8, "fp16"), dtype=np.float64)
+
+
+def next_up(x, fmt):
+    bits = fpsim.to_bits(x, fmt)
+    return fpsim.from_bits(bits + 1, fmt)  # positive x: one encoding up is one ulp up
+
+
+def test_an_identical_case_reports_100_percent():
+    x = halves(1000)
+    record = evaluate(Case("same", "hw", "emu", "fp16", x, {"model": x.copy()}))
+    c = record.results["model"]
+    assert (c.identical, c.max_ulp, c.median_ulp) == (1.0, 0.0, 0.0)
+    assert c.histogram[0] == 1000 and sum(c.histogram) == 1000
+    assert record.verdict == "identical" and record.best == "model"
+
+
+def test_a_planted_one_ulp_error_is_reported_exactly():
+    x = np.asarray(fpsim.round(np.abs(halves(1000)) + 1.0, "fp16"), dtype=np.float64)
+    hardware = x.copy()
+    hardware[417] = next_up(x[417], "fp16")
+    record = evaluate(Case("planted", "hw", "emu", "fp16", hardware, {"model": x}))
+    c = record.results["model"]
+    assert c.identical == 999 / 1000 and c.max_ulp == 1.0 and c.median_ulp == 0.0
+    assert c.histogram[:3] == (999, 1, 0)
+    assert record.verdict == "differs: 1 of 1000, max 1 ulp"
+
+
+def test_nan_against_a_number_and_nans_as_a_class():
+    x = halves(10)
+    hardware = x.copy()
+    hardware[3] = np.nan
+    record = evaluate(Case("nan", "hw", "emu", "fp16", hardware, {"model": x}))
+    assert record.verdict == "differs: 1 of 10, max a NaN against a number"
+    assert record.results["model"].histogram[-1] == 1
+    # Any NaN matches any NaN: NaN encodings (the sign, the payload) are not compared.
+    y = np.full(4, np.nan)
+    assert evaluate(Case("nans", "hw", "emu", "fp8_e4m3", -y, {"m": y})).verdict == "identical"
+
+
+def test_the_best_candidate_is_the_closest():
+    x = np.asarray(fpsim.round(np.abs(halves(100)) + 1.0, "fp16"), dtype=np.float64)
+    worse = x.copy()
+    worse[:10] = next_up(next_up(x[:10], "fp16"), "fp16")
+    better = x.copy()
+    better[:10] = next_up(x[:10], "fp16")
+    exact = x.copy()
+    record = evaluate(Case("c", "hw", "emu", "fp16", x, {"worse": worse, "better": better}))
+    assert record.best == "better"
+    record = evaluate(Case("c", "hw", "emu", "fp16", x,
+                           {"worse": worse, "exact": exact, "better": better}))
+    assert record.best == "exact" and record.verdict == "identical"
+
+
+def test_a_candidate_of_another_shape_is_refused():
+    with pytest.raises(ValueError, match="shape"):
+        evaluate(Case("c", "hw", "emu", "fp16", halves(4), {"m": halves(5)}))
+
+
+def test_numpy_pairwise_follows_numpys_float32_sum():
+    """The emulated order of NumPy's pairwise_sum, on float32 data where orders differ."""
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 8, 9, 100, 128, 129, 1000, 5000):
+        x = (rng.standard_normal((20, n)) * np.exp2(rng.integers(-20, 20, (20, n))))
+        x = x.astype(np.float32)
+        want = np.sum(x, axis=1)
+        got = fpsim.add(0.0, numpy_pairwise(x, "fp32"), "fp32")
+        assert np.array_equal(np.asarray(got, np.float32).view(np.uint32),
+                              want.view(np.uint32)), n
+
+
+@pytest.fixture(scope="module")
+def cpu_records():
+    return run("cpu", size=4096, seed=1)
+
+
+def test_the_cpu_suite_finds_numpy_and_ml_dtypes_bit_identical(cpu_records):
+    names = {r.name for r in cpu_records}
+    for op in ("add", "sub", "mul", "div", "sqrt"):
+        assert f"numpy fp16 {op}" in names
+    assert {"numpy fp16 sum", "numpy fp16 dot", "blas sgemm"} <= names
+    for r in cpu_records:
+        if r.name == "blas sgemm" or r.skipped:
+            continue
+        assert r.verdict == "identical", (r.name, r.verdict)
+    sums = {r.name: r for r in cpu_records}["numpy fp16 sum"]
+    assert sums.best == "NumPy's pairwise order in fp32, then fp16"
+    sums32 = {r.name: r for r in cpu_records}["numpy fp32 sum"]
+    assert sums32.best == "NumPy's pairwise order" and sums32.verdict == "identical"
+    assert sums32.results["pairwise"].identical < 0.9  # the orders do differ on this data
+    dot = {r.name: r for r in cpu_records}["numpy fp16 dot"]
+    assert dot.best == "sequential fp32 from +0, then fp16"
+
+
+def test_the_cpu_suites_report(cpu_records, tmp_path):
+    header = dict(suite="cpu", size=4096, seed=1, machine="m", versions={"numpy": "x"})
+    text = markdown(cpu_records, header)
+    assert "| numpy fp16 add |" in text and "| blas sgemm |" in text
+    assert len(bin_labels()) == len(cpu_records[0].results["fp16 nearest_even"].histogram)
+
+
+class NumpyStandIn:
+    """NumPy arrays where the GPU suite has CuPy's: NumPy's float16 arithmetic, ml_dtypes'
+    casts and NumPy's float32 products play the GPU's part."""
+
+    name = "NumPy stand-in"
+    capability = (9, 0)
+    preset = fpsim.hw.H100
+    xp = np
+
+    def to_host(self, x):
+        return np.asarray(x, dtype=np.float64)
+
+    def fma16(self, a, b, c):
+        # a*b is exact in binary64; + c and the cast round twice only in rare cases.
+        with np.errstate(all="ignore"):
+            return (a.astype(np.float64) * b + c).astype(np.float16).astype(np.float64)
+
+    def cast(self, x, fmt, saturate):
+        import ml_dtypes
+
+        dtype = {"bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
+                 "fp8_e5m2": ml_dtypes.float8_e5m2}[fmt]
+        top = fpsim.format(fmt).max
+        with np.errstate(all="ignore"):
+            return (np.clip(x, -top, top) if saturate else x).astype(dtype).astype(np.float64)
+
+    def gemm(self, a, b, inputs, compute):
+        product = a.astype(np.float32) @ b.astype(np.float32)
+        return product.astype(np.float16 if compute == "fp16" else np.float32).astype(float)
+
+
+def test_the_gpu_suite_runs_on_a_stand_in():
+    records = [evaluate(c) if isinstance(c, Case) else c
+               for c in gpu_suite.cases(2048, 0, device=NumpyStandIn())]
+    by_name = {r.name: r for r in records}
+    for op in ("add", "mul", "div", "sqrt"):
+        assert by_name[f"gpu fp16 {op}"].verdict == "identical"
+    for name in ("gpu cast float32->fp16", "gpu cast float32->bf16",
+                 "gpu cast float32->fp8_e4m3", "gpu cast float32->fp8_e4m3 saturating",
+                 "gpu cast float32->fp8_e5m2 saturating"):
+        assert by_name[name].verdict == "identical", name
+    gemms = [r for r in records if r.name.startswith("gpu gemm")]
+    assert len(gemms) == 8 and all(len(r.results) >= 2 for r in gemms)
+    assert any("H100 block FMA" in m for r in gemms for m in r.results)
+    assert any("tf32" in m for r in gemms for m in r.results)
+    assert by_name["gpu fp16 sum, dtype=float32"].format == "fp32"
+    for r in records:
+        assert r.verdict == "identical" or r.verdict.startswith("differs: "), r
+
+
+def test_the_gpu_preset_follows_the_gpu():
+    assert gpu_suite.preset_for("NVIDIA H100 80GB HBM3", (9, 0)) is fpsim.hw.H100
+    assert gpu_suite.preset_for("NVIDIA H200", (9, 0)) is fpsim.hw.H100
+    assert gpu_suite.preset_for("NVIDIA A100-SXM4-40GB", (8, 0)) is fpsim.hw.A100
+    assert gpu_suite.preset_for("Tesla V100-SXM2-16GB", (7, 0)) is fpsim.hw.V100
+    assert gpu_suite.preset_for("NVIDIA B200", (10, 0)) is fpsim.hw.B200
+    assert gpu_suite.preset_for("NVIDIA L40S", (8, 9)) is fpsim.hw.A100
+
+
+def test_without_a_gpu_the_gpu_suite_is_one_skipped_record():
+    device, why = gpu_suite.device_or_reason()
+    if device is not None:
+        pytest.skip("this machine has a GPU")
+    records = run("gpu", size=64)
+    assert len(records) == 1 and records[0].verdict.startswith("skipped: ")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(suite="tpu"), "unknown suite 'tpu'"),
+    (dict(size=10), "size must be an integer >= 64"),
+    (dict(size=True), "size must be an integer"),
+    (dict(size=2.5e6), "size must be an integer"),
+    (dict(seed=-1), "seed must be an integer >= 0"),
+])
+def test_bad_arguments_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        run(**kwargs)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "fpsim", "compare", *args],
+                          capture_output=True, text=True)
+
+
+def test_the_command_writes_its_outputs_and_ends_with_verdicts(tmp_path):
+    out = tmp_path / "cmp"
+    result = cli("--size", "1024", "--out", str(out), "--seed", "3")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1].startswith("blas sgemm") and lines[-2].startswith("numpy fp16 dot")
+    assert all(("identical" in line or "differs: " in line or "skipped: " in line)
+               for line in lines[-19:])
+    document = json.loads((out / "results.json").read_text())
+    assert document["size"] == 1024 and document["machine"].startswith("CPU")
+    assert "numpy" in document["versions"] and len(document["records"]) == 19
+    assert (out / "results.md").read_text().count("| numpy fp16") >= 7
+    assert (out / "ulp_histograms.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--suite", "tpu"], "invalid choice"),
+    (["--size", "abc"], "invalid int value"),
+    (["--size", "8"], "--size must be at least 64"),
+    (["--seed", "-2"], "--seed must be non-negative"),
+])
+def test_the_command_refuses_bad_arguments(args, message):
+    result = cli(*args)
+    assert result.returncode == 2 and message in result.stderr
+
+
+def test_the_command_refuses_a_file_as_out(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    result = cli("--out", str(target), "--size", "64")
+    assert result.returncode == 2 and "is a file" in result.stderr
+
+
+def test_the_default_size_is_what_the_docs_quote():
+    assert DEFAULT_SIZE == 1 << 20
