@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim._checks import boolean
 from fpsim._inputs import (
     array_module,
     as_float_array,
@@ -18,15 +19,18 @@ from fpsim.kernels.random import mix64
 from fpsim.kernels.spec import Spec, make_spec
 from fpsim.modes import STOCHASTIC
 
+SEED_LIMIT = 1 << 64
+
 
 def stream_key(seed) -> int:
     """The 64-bit key of the random stream for ``seed`` (None: fresh entropy)."""
     if seed is None:
-        seed = np.random.SeedSequence().entropy
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+        seed = np.random.SeedSequence().entropy % SEED_LIMIT
+    if (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))
+            or not 0 <= seed < SEED_LIMIT):
+        raise ValueError(f"seed must be an integer in 0..2**64-1 or None, got {seed!r}")
     with np.errstate(over="ignore"):
-        return int(mix64(np.array([int(seed) % (1 << 64)], dtype=np.uint64))[0])
+        return int(mix64(np.array([int(seed)], dtype=np.uint64))[0])
 
 
 def elementwise(
@@ -45,6 +49,7 @@ def elementwise(
     """Evaluate ``kernel`` over broadcast ``operands``; returns the result (and flags)."""
     fmt = as_format(fmt)
     spec = make_spec(fmt, rounding, subnormals, saturate, random_bits)
+    flags = boolean(flags, "flags")
     if arithmetic and fmt.man_bits > MAX_ARITH_MAN_BITS:
         raise ValueError(
             f"arithmetic supports formats with man_bits <= {MAX_ARITH_MAN_BITS}; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import sys
+from fractions import Fraction
 from types import ModuleType
 
 import numpy as np
@@ -36,35 +37,81 @@ def as_float_array(x, name: str, device: bool = False):
         return x
     if isinstance(x, (bool, np.bool_)):
         raise ValueError(f"{name}: expected floating-point values, got a boolean")
-    if isinstance(x, np.ndarray) or isinstance(x, np.generic):
-        arr = np.asarray(x)
-        if arr.dtype not in FLOAT_DTYPES:
-            raise ValueError(
-                f"{name}: expected a float16, float32 or float64 array, got dtype {arr.dtype}"
-            )
-        return arr
-    if isinstance(x, numbers.Integral):
-        return _exact_float64(np.asarray(int(x), dtype=object), name)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return _host_array(np.asarray(x), name)
+    if type(x) is float:
+        return np.asarray(x)
+    if isinstance(x, numbers.Number) and not isinstance(x, numbers.Real):
+        raise ValueError(f"{name}: expected real values, got {type(x).__name__} {x!r}")
+    if isinstance(x, numbers.Real):
+        return _exact_float64(np.asarray(x, dtype=object), name)
     try:
         arr = np.asarray(x)
-    except ValueError as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise ValueError(f"{name}: cannot make an array of {x!r}: {exc}") from None
-    if arr.dtype.kind in "iuO" and arr.size and all(
-        isinstance(v, numbers.Real) and not isinstance(v, bool) for v in arr.ravel().tolist()
-    ):
-        return _exact_float64(arr.astype(object), name)
-    if arr.dtype not in FLOAT_DTYPES:
-        raise ValueError(f"{name}: expected floating-point values, got dtype {arr.dtype}")
-    return arr
+    if arr.dtype.kind == "O":
+        if arr.size and all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+                            for v in arr.ravel().tolist()):
+            return _exact_float64(arr, name)
+        raise ValueError(f"{name}: expected real numbers, got {_sample(arr)}")
+    if arr.dtype.kind == "b":
+        raise ValueError(f"{name}: expected floating-point values, got booleans")
+    return _host_array(arr, name)
+
+
+def _short(v, width: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= width else f"{text[:width // 2]}...{text[-12:]} ({len(text)} chars)"
+
+
+def _sample(arr: np.ndarray) -> str:
+    bad = [v for v in arr.ravel().tolist()
+           if not isinstance(v, numbers.Real) or isinstance(v, (bool, np.bool_))]
+    return f"{type(bad[0]).__name__} {bad[0]!r}" if bad else f"dtype {arr.dtype}"
+
+
+def _host_array(arr: np.ndarray, name: str) -> np.ndarray:
+    """A NumPy array as float16/32/64 in native byte order: floats widened exactly,
+    integers taken when float64 holds them exactly; anything else refused."""
+    if arr.dtype in FLOAT_DTYPES:
+        return arr
+    if arr.dtype.kind == "f" and arr.dtype.itemsize <= 8:
+        return arr.astype(arr.dtype.newbyteorder("="))  # another byte order: same values
+    if arr.dtype.kind in "iu":
+        with np.errstate(all="ignore"):
+            wide = arr.astype(np.float64)
+            exact = wide.astype(arr.dtype) == arr
+            # float64(2**63 - 1) is 2**63, which converts back to the type's minimum.
+            exact &= np.abs(wide) < 2.0 ** (arr.dtype.itemsize * 8 - (arr.dtype.kind == "i"))
+        if not exact.all():
+            bad = arr.reshape(-1)[np.flatnonzero(~exact.reshape(-1))[0]]
+            raise ValueError(f"{name}: the integer {int(bad)} is not exactly representable "
+                             "in float64")
+        return wide
+    raise ValueError(
+        f"{name}: expected floating-point values (float16, float32, float64) or integers, "
+        f"got dtype {arr.dtype}"
+    )
 
 
 def _exact_float64(values: np.ndarray, name: str) -> np.ndarray:
-    """Python numbers as float64, refusing integers that float64 cannot hold exactly."""
+    """Python numbers as float64, refusing any that float64 cannot hold exactly (large
+    integers, Fractions between binary64 values, long doubles): no rounding on the way
+    in, so that what fpsim rounds is what the caller gave."""
     out = np.empty(values.shape, dtype=np.float64)
     for index, v in np.ndenumerate(values):
-        f = float(v)
-        if isinstance(v, numbers.Integral) and int(f) != v:
-            raise ValueError(f"{name}: the integer {v} is not exactly representable in float64")
+        if isinstance(v, np.floating) and v.dtype.itemsize > 8:
+            raise ValueError(f"{name}: {v!r} is a {v.dtype} value; fpsim takes binary64 "
+                             "values at most")
+        try:
+            f = float(v)
+        except OverflowError:
+            raise ValueError(f"{name}: {_short(v)} is beyond float64's range") from None
+        if isinstance(v, numbers.Rational):
+            if not np.isfinite(f) or Fraction(f) != Fraction(v.numerator, v.denominator):
+                kind = "integer" if isinstance(v, numbers.Integral) else "rational"
+                raise ValueError(f"{name}: the {kind} {_short(v)} is not exactly representable "
+                                 "in float64 (round it yourself, or pass a float)")
         out[index] = f
     return out
 

@@ -222,6 +222,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
     parser.add_argument("--backend", default="numba", choices=["numpy", "numba", "cupy"])
     args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error(f"-n must be at least 1, got {args.n}")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    try:
+        sizes = tuple(int(v) for v in args.sizes.split(","))
+    except ValueError:
+        parser.error(f"--sizes takes matrix sizes separated by commas, got {args.sizes!r}")
+    if any(n < 1 for n in sizes):
+        parser.error(f"--sizes must be positive, got {args.sizes!r}")
     if args.backend == "cupy" and args.which not in ("all", "elementwise"):
         parser.error("--backend cupy measures the elementwise operations only")
     gpu = args.backend == "cupy"
@@ -237,7 +247,6 @@ def main(argv: list[str] | None = None) -> int:
     if gpu:
         return 0
     if args.which in ("all", "matmul"):
-        sizes = tuple(int(v) for v in args.sizes.split(","))
         print("\nmatmul n x n x n, fp16-valued float32 inputs; ratio: median time / "
               "np.matmul's (timed alone)")
         print(f"{'product':36} {'n':>5} {'seconds':>9} {'x BLAS':>8}")

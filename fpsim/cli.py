@@ -41,6 +41,24 @@ def rounding_table(values: list[float], formats: list[str]) -> str:
     return "\n".join(lines)
 
 
+def values_after_options(argv: list[str]) -> list[str]:
+    """``argv`` with the numbers moved after a ``--``, so that ``fpsim -1e-7`` rounds -1e-7
+    instead of reading it as an option (argparse takes only plain negative numbers)."""
+    options, values = [], []
+    args = iter(argv)
+    for arg in args:
+        if arg in ("--formats", "--backend"):
+            options += [arg, next(args, "")]
+            continue
+        try:
+            float(arg)
+        except ValueError:
+            options.append(arg)
+        else:
+            values.append(arg)
+    return options + (["--", *values] if values else [])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
@@ -65,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default=",".join(PRESETS),
                         help="comma-separated formats for the rounding table")
     parser.add_argument("--backend", default="numpy", choices=["numpy", "numba"])
-    args = parser.parse_args(argv)
+    args = parser.parse_args(values_after_options(argv))
     fpsim.set_backend(args.backend)
     print(f"fpsim {fpsim.__version__}: formats\n")
     print(format_table())

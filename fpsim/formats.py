@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+
+from fpsim._checks import boolean
 
 __all__ = ["Format", "format", "PRESETS", "as_format"]
 
@@ -33,6 +36,9 @@ class Format:
                 raise ValueError(f"{label} must be an integer, got {value!r}")
             if not lo <= value <= hi:
                 raise ValueError(f"{label}={value} is out of the supported range {lo}..{hi}")
+        infinities = boolean(infinities, "infinities")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
         if not infinities and exp_bits > 10:
             raise ValueError(
                 f"exp_bits={exp_bits}: a format without infinities needs exp_bits <= 10"
@@ -40,8 +46,13 @@ class Format:
         object.__setattr__(self, "exp_bits", int(exp_bits))
         object.__setattr__(self, "man_bits", int(man_bits))
         object.__setattr__(self, "infinities", bool(infinities))
-        default = f"e{exp_bits}m{man_bits}" + ("" if infinities else "fn")
-        object.__setattr__(self, "name", name if name is not None else default)
+        object.__setattr__(self, "name", name if name is not None else self.canonical_name)
+
+    @property
+    def canonical_name(self) -> str:
+        """``e<exp_bits>m<man_bits>``, with ``fn`` for the finite style: ``format()``
+        reads it back."""
+        return f"e{self.exp_bits}m{self.man_bits}" + ("" if self.infinities else "fn")
 
     @property
     def bias(self) -> int:
@@ -128,16 +139,24 @@ _ALIASES = {
 }
 
 
+_CANONICAL = re.compile(r"e(\d{1,2})m(\d{1,2})(fn)?")
+
+
 def format(name: str) -> Format:
-    """Look a preset format up by name (``"fp16"``, ``"bf16"``, ``"fp8_e4m3"``, ...)."""
+    """Look a format up by name: a preset (``"fp16"``, ``"bf16"``, ``"fp8_e4m3"``, ...) or
+    ``"e<exp_bits>m<man_bits>"`` (``"e6m9"``; ``"e4m3fn"``: no infinities)."""
     if not isinstance(name, str):
         raise ValueError(f"format name must be a string, got {name!r}")
-    key = name.lower()
+    key = name.strip().lower()
     key = _ALIASES.get(key, key)
-    if key not in PRESETS:
-        known = ", ".join(sorted(PRESETS))
-        raise ValueError(f"unknown format {name!r}; known formats: {known}")
-    return PRESETS[key]
+    if key in PRESETS:
+        return PRESETS[key]
+    match = _CANONICAL.fullmatch(key)
+    if match:
+        return Format(int(match[1]), int(match[2]), infinities=match[3] is None)
+    known = ", ".join(sorted(PRESETS))
+    raise ValueError(f"unknown format {name!r}; known formats: {known}, or e<E>m<M> "
+                     "(e.g. e6m9) for a custom one")
 
 
 def as_format(fmt: Format | str) -> Format:

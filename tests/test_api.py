@@ -12,7 +12,8 @@ from fpsim import ABSORBED, DIVBYZERO, INEXACT, INVALID, OVERFLOW, UNDERFLOW
 @pytest.mark.parametrize(
     "bad, message",
     [
-        (np.arange(3), "dtype int64"),
+        (np.array([2**53 + 1]), "not exactly representable"),
+        (np.array([2**64 - 1], dtype=np.uint64), "not exactly representable"),
         (np.array([1 + 2j]), "complex"),
         (np.array([1.0], dtype=object), "dtype object"),
         (np.array([True]), "dtype bool"),

@@ -233,7 +233,7 @@ def test_the_command_refuses_a_file_as_out(tmp_path):
     target = tmp_path / "file"
     target.write_text("x")
     result = cli("--out", str(target), "--size", "64")
-    assert result.returncode == 2 and "is a file" in result.stderr
+    assert result.returncode == 2 and "is not a folder" in result.stderr
 
 
 def test_the_default_size_is_what_the_docs_quote():

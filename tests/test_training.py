@@ -42,9 +42,11 @@ def test_dynamic_scale_hysteresis_and_minimum():
 
 
 def test_dynamic_scale_does_not_grow_to_infinity():
-    s = DynamicLossScale(scale=2.0**1023, growth_interval=1)
+    s = DynamicLossScale(scale=2.0**126, growth_interval=1)
     s.update(False)
-    assert s.scale == 2.0**1023
+    assert s.scale == 2.0**127  # binary32's largest power of two
+    s.update(False)
+    assert s.scale == 2.0**127
 
 
 @pytest.mark.parametrize("kwargs", [dict(scale=0), dict(growth_factor=1), dict(backoff_factor=1),

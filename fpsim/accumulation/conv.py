@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim._checks import integer_pair
 from fpsim._inputs import as_float_array
 from fpsim.accumulation.matmul import matmul
-
-
-def _pair(v, name: str) -> tuple[int, int]:
-    pair = (v, v) if np.ndim(v) == 0 else tuple(v)
-    if len(pair) != 2 or any(int(p) != p or p < 0 for p in pair):
-        raise ValueError(f"{name} must be a non-negative integer or a pair of them, got {v!r}")
-    return int(pair[0]), int(pair[1])
 
 
 def im2col(x: np.ndarray, kh: int, kw: int, stride: tuple, padding: tuple) -> np.ndarray:
@@ -35,10 +29,10 @@ def check(x: np.ndarray, w: np.ndarray, stride, padding) -> tuple[tuple, tuple]:
         )
     if x.shape[1] != w.shape[1]:
         raise ValueError(f"channels differ: x has {x.shape[1]}, w has {w.shape[1]}")
-    stride = _pair(stride, "stride")
-    padding = _pair(padding, "padding")
-    if 0 in stride:
-        raise ValueError("stride must be positive")
+    if 0 in w.shape[2:]:
+        raise ValueError(f"the kernel must be at least 1x1, got {w.shape[2]}x{w.shape[3]}")
+    stride = integer_pair(stride, "stride", 1)
+    padding = integer_pair(padding, "padding", 0)
     if any(x.shape[2 + i] + 2 * padding[i] < w.shape[2 + i] for i in range(2)):
         raise ValueError(f"kernel {w.shape[2:]} larger than the padded input {x.shape[2:]}")
     return stride, padding

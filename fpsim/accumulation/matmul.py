@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from fpsim._checks import boolean
 from fpsim._elementwise import stream_key
 from fpsim._inputs import array_module, as_float_array, result_dtype
 from fpsim.accumulation.blocks import block_matmul
-from fpsim.accumulation.operands import check_float32_values, initial, layout
+from fpsim.accumulation.operands import check_float32_values, initial, layout, result_shape
 from fpsim.accumulation.stats import AccumulationStats
 from fpsim.backends import get_backend
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
@@ -54,6 +57,7 @@ def accumulate(
     if products not in PRODUCTS:
         raise ValueError(f"unknown products {products!r}; known: {', '.join(PRODUCTS)}")
     fmt, spec = accumulation_spec(accum, rounding, subnormals, saturate, random_bits)
+    stats = boolean(stats, "stats")
     out_fmt = None if out is None else as_format(out)
     dtype = result_dtype(a, b, (out_fmt or fmt).dtype)
     xp = array_module([a, b])
@@ -61,7 +65,13 @@ def accumulate(
         order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
         and subnormals and not saturate and not stats and xp is np
     )
-    if blas:
+    if math.prod(result_shape(a, b)) == 0:
+        # Nothing to add up (a zero-size batch, M or N): no loop runs, however long K.
+        shape = result_shape(a, b)
+        initial(c, shape, fmt, spec, xp)  # c must still be values of the accumulator
+        result = xp.zeros(shape)
+        counts = np.zeros(5, dtype=np.int64)
+    elif blas:
         with np.errstate(all="ignore"):
             result = np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32))
             if c is not None:
@@ -85,28 +95,39 @@ def accumulate(
     return (result, AccumulationStats.from_counts(counts)) if stats else result
 
 
+# matmul's arguments that say how additions round; a block-FMA model fixes them all.
+ACCUMULATOR_OPTIONS = {"accum": "fp32", "rounding": "nearest_even", "order": "sequential",
+                       "products": "exact", "subnormals": True, "saturate": False,
+                       "seed": None, "random_bits": None}
+
+
 def matmul(
     A,
     B,
     *,
-    accum: Format | str = "fp32",
-    rounding: str = "nearest_even",
-    order: str = "sequential",
-    products: str = "exact",
+    accum: Format | str | None = None,
+    rounding: str | None = None,
+    order: str | None = None,
+    products: str | None = None,
     out: Format | str | None = None,
     c=None,
     model=None,
-    subnormals: bool = True,
-    saturate: bool = False,
+    subnormals: bool | None = None,
+    saturate: bool | None = None,
     seed: int | None = None,
     random_bits: int | None = None,
     stats: bool = False,
 ):
     """A @ B with every addition rounded to ``accum`` (or a hardware block-FMA ``model``).
 
-    A is (..., M, K), B (..., K, N); see docs/accumulation.md. With
-    ``stats=True`` returns ``(result, AccumulationStats)``.
+    A is (..., M, K), B (..., K, N); see docs/accumulation.md. Unless a ``model`` is
+    given: ``accum="fp32"``, ``rounding="nearest_even"``, ``order="sequential"``,
+    ``products="exact"``, ``subnormals=True``, ``saturate=False``; a model fixes all of
+    them, so passing one with it is an error. With ``stats=True`` returns
+    ``(result, AccumulationStats)``.
     """
+    given = dict(accum=accum, rounding=rounding, order=order, products=products,
+                 subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits)
     a = as_float_array(A, "A", device=True)
     b = as_float_array(B, "B", device=True)
     if a.ndim < 2 or b.ndim < 2:
@@ -119,11 +140,15 @@ def matmul(
     check_float32_values(a, "A")
     check_float32_values(b, "B")
     if model is not None:
+        overridden = [k for k, v in given.items() if v is not None]
+        if overridden:
+            raise ValueError(
+                f"model={getattr(model, 'name', model)!r} fixes how the products are added up; "
+                f"{', '.join(overridden)} cannot be given with it"
+            )
         return block_matmul(a, b, model, c=c, out=out, stats=stats)
-    return accumulate(
-        a, b, accum=accum, rounding=rounding, order=order, products=products, out=out, c=c,
-        subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits, stats=stats,
-    )
+    options = {k: ACCUMULATOR_OPTIONS[k] if v is None else v for k, v in given.items()}
+    return accumulate(a, b, out=out, c=c, stats=stats, **options)
 
 
 def dot(a, b, **options):

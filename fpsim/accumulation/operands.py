@@ -47,6 +47,17 @@ def initial(c, shape: tuple[int, ...], fmt: Format, spec: Spec, xp=np):
     return flat
 
 
+def result_shape(a, b) -> tuple[int, ...]:
+    """The shape of a @ b: the broadcast batch dimensions, then (M, N)."""
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
+        ) from None
+    return batch + (a.shape[-2], b.shape[-1])
+
+
 def layout(a, b, xp=np) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
 
@@ -56,12 +67,7 @@ def layout(a, b, xp=np) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     """
     m, k_len = a.shape[-2:]
     n = b.shape[-1]
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"batch dimensions do not broadcast: {a.shape[:-2]} and {b.shape[:-2]}"
-        ) from None
+    batch = result_shape(a, b)[:-2]
     single = math.prod(b.shape[:-2]) == 1
     groups = 1 if single else math.prod(batch)
     rows = math.prod(batch) * m

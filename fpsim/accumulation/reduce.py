@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from fpsim._inputs import array_module, as_float_array
 from fpsim.accumulation.matmul import accumulate
 from fpsim.formats import Format
@@ -31,15 +35,23 @@ def sum(
         terms = arr.reshape(1, -1)
         shape: tuple[int, ...] = ()
     else:
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+            raise ValueError(f"axis must be an integer or None, got {axis!r}")
         if not -arr.ndim <= axis < max(arr.ndim, 1):
             raise ValueError(f"axis {axis} is out of range for an array of shape {arr.shape}")
-        moved = xp.moveaxis(arr, axis, -1)
+        moved = xp.moveaxis(arr, axis, -1) if arr.ndim else arr.reshape(1)
         shape = moved.shape[:-1]
-        terms = moved.reshape(-1, moved.shape[-1])
+        terms = moved.reshape(math.prod(shape), moved.shape[-1])
     if c is not None:
-        c = xp.broadcast_to(xp.asarray(as_float_array(c, "c", device=True)), shape).reshape(-1, 1)
-    # Each term is multiplied by one, exactly: a sum is a product with a vector of ones.
-    ones = xp.ones((terms.shape[1], 1))
+        c = as_float_array(c, "c", device=True)
+        try:
+            c = xp.broadcast_to(xp.asarray(c), shape)
+        except ValueError:
+            raise ValueError(f"c of shape {c.shape} does not broadcast to {shape}") from None
+        c = c.reshape(-1, 1)
+    # Each term is multiplied by one, exactly: a sum is a product with a vector of ones
+    # (a broadcast view: nothing the size of K is made when there is nothing to sum).
+    ones = xp.broadcast_to(xp.ones((1, 1)), (terms.shape[1], 1))
     result = accumulate(
         terms, ones, accum=accum, rounding=rounding, order=order, products="exact", out=out,
         c=c, subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits,

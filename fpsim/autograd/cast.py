@@ -5,11 +5,12 @@ from __future__ import annotations
 from fpsim.autograd.tensor import Tensor, as_tensor
 from fpsim.formats import Format
 from fpsim.precision import numerics
-from fpsim.precision.policy import Policy, current
+from fpsim.precision.policy import OPERATIONS, Policy, current
 
 
 def op_policy(op: str) -> Policy:
     """The policy operation ``op`` runs under now (the current one, or its override)."""
+    assert op in OPERATIONS, f"{op!r} is missing from fpsim.precision.policy.OPERATIONS"
     return current().for_op(op)
 
 

@@ -8,13 +8,17 @@ and overflow as they would in that format.
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from fpsim._checks import boolean
+from fpsim._inputs import as_float_array
 from fpsim.formats import Format, as_format
 from fpsim.precision import numerics
 from fpsim.precision.policy import Policy, current
+from fpsim.rounding import round as round_to
 
 _grad_enabled = [True]
 # Called as observe(unrounded, rounded, format) after every gradient rounding while
@@ -45,19 +49,41 @@ class Tensor:
     __array_priority__ = 100
 
     def __init__(self, data, requires_grad: bool = False, *, format: Format | str | None = None):
-        arr = np.asarray(data)
-        if arr.dtype.kind in "iub":
-            arr = arr.astype(np.float64)
-        if arr.dtype not in _FORMAT_OF_DTYPE:
-            raise ValueError(f"Tensor data must be float16, float32 or float64, got {arr.dtype}")
-        self.data: np.ndarray = arr
-        self.format: Format = as_format(format or _FORMAT_OF_DTYPE[arr.dtype])
-        self.requires_grad = bool(requires_grad)
+        """``data`` (an array, numbers, a Tensor) as a leaf tensor.
+
+        Floats keep their dtype's format unless ``format`` is given; integers and
+        booleans become float64 (integers only where float64 holds them exactly). With
+        ``format``, the data are rounded to it (nearest even), as ``torch.tensor(...,
+        dtype=...)`` rounds: a tensor's values are always values of its format.
+        """
+        if isinstance(data, Tensor):
+            data = data.data
+        arr = np.asarray(data, dtype=np.float64) if _booleans(data) else as_float_array(
+            data, "data")
+        if format is None:
+            fmt = as_format(_FORMAT_OF_DTYPE[arr.dtype])
+        else:
+            fmt = as_format(format)
+            arr = np.asarray(round_to(arr, fmt))
+        self._set(arr, fmt)
+        self.requires_grad = boolean(requires_grad, "requires_grad")
+
+    def _set(self, data: np.ndarray, fmt: Format) -> None:
+        self.data: np.ndarray = data
+        self.format: Format = fmt
+        self.requires_grad = False
         self.grad: np.ndarray | None = None
         self._parents: tuple[Tensor, ...] = ()
         self._backward: Callable | None = None
         self._policy: Policy | None = None
         self.op = "leaf"
+
+    @classmethod
+    def wrap(cls, data: np.ndarray, fmt: Format) -> Tensor:
+        """A tensor of ``data``, which already holds values of ``fmt`` (not checked)."""
+        out = cls.__new__(cls)
+        out._set(data, fmt)
+        return out
 
     # -- graph -------------------------------------------------------------------------
     @classmethod
@@ -65,7 +91,7 @@ class Tensor:
              backward: Callable, policy: Policy, op: str) -> Tensor:
         """The output of operation ``op``; ``backward(g)`` gives the parents' gradients
         (None for none, or ``(gradient, format its values are in)``)."""
-        out = cls(data, format=fmt)
+        out = cls.wrap(data, fmt)
         if grad_enabled() and any(p.requires_grad for p in parents):
             out.requires_grad = True
             out._parents = tuple(parents)
@@ -153,13 +179,22 @@ class Tensor:
         return self.data
 
     def item(self) -> float:
-        return float(self.data.reshape(-1)[0]) if self.data.size == 1 else float(self.data)
+        if self.data.size != 1:
+            raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
+        return float(self.data.reshape(-1)[0])
 
     def detach(self) -> Tensor:
-        return Tensor(self.data, format=self.format)
+        return Tensor.wrap(self.data, self.format)
 
     def __len__(self) -> int:
         return len(self.data)
+
+    def __bool__(self) -> bool:
+        """The truth of a one-element tensor's value (as in PyTorch); an error otherwise."""
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of {self.data.size} elements is "
+                             "ambiguous")
+        return bool(self.data.reshape(-1)[0])
 
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
@@ -168,10 +203,30 @@ class Tensor:
     # Operators delegate to fpsim.autograd.ops, bound in fpsim/autograd/__init__.py.
 
 
+def _booleans(data) -> bool:
+    """Whether ``data`` is booleans (masks), which a tensor takes as 0.0 and 1.0."""
+    if isinstance(data, (bool, np.bool_)):
+        return True
+    if isinstance(data, (list, tuple, np.ndarray)):
+        try:
+            return np.asarray(data).dtype == np.bool_
+        except ValueError:  # ragged: as_float_array says so
+            return False
+    return False
+
+
 def as_tensor(x) -> Tensor:
-    """``x`` as a Tensor (constants get the exact format of their dtype)."""
-    return x if isinstance(x, Tensor) else Tensor(np.asarray(x, dtype=np.float64)
-                                                  if np.ndim(x) == 0 else x)
+    """``x`` as a Tensor (constants get the exact format of their dtype); ``TypeError``
+    for anything that is not numbers (``tensor + None``)."""
+    if isinstance(x, Tensor):
+        return x
+    if not isinstance(x, (numbers.Real, np.ndarray, np.generic, list, tuple)) or isinstance(
+            x, str):
+        raise TypeError(f"a Tensor operand must be a Tensor, an array or numbers, got "
+                        f"{type(x).__name__} {x!r}")
+    if isinstance(x, numbers.Real) and not isinstance(x, (np.generic, bool)):
+        return Tensor(np.asarray(as_float_array(x, "operand"), dtype=np.float64))
+    return Tensor(x)
 
 
 def reduce_broadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from fpsim._checks import output_folder
 from fpsim.compare.report import verdicts
 from fpsim.compare.run import DEFAULT_SEED, DEFAULT_SIZE, SUITES, run
 
@@ -23,13 +23,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"elements per elementwise case (default {DEFAULT_SIZE})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="inputs' random seed")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        parser.error(f"--out {out} is a file, not a folder")
     if args.size < 64:
         parser.error(f"--size must be at least 64, got {args.size}")
     if args.seed < 0:
         parser.error(f"--seed must be non-negative, got {args.seed}")
+    try:
+        out = output_folder(args.out)
+    except ValueError as exc:
+        parser.error(f"--out: {exc}")
 
     def progress(record):
         print(f"  {record.name}: {record.verdict}", flush=True)

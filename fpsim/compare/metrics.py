@@ -21,7 +21,7 @@ def _encodings(bits, fmt: Format, name: str) -> np.ndarray:
                          f"got dtype {arr.dtype}")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= 2**fmt.bits):
         raise ValueError(f"{name}: encodings of {fmt.name} lie in 0..2**{fmt.bits}-1")
-    return arr.astype(np.int64)
+    return arr.astype(np.uint64)
 
 
 def ulp_distance(x_bits, y_bits, fmt: Format | str) -> np.ndarray:
@@ -34,12 +34,13 @@ def ulp_distance(x_bits, y_bits, fmt: Format | str) -> np.ndarray:
     x, y = _encodings(x_bits, fmt, "x_bits"), _encodings(y_bits, fmt, "y_bits")
     if x.shape != y.shape:
         raise ValueError(f"shapes differ: {x.shape} and {y.shape}")
-    top = np.int64(1) << (fmt.bits - 1)
-
-    def ordered(u):  # sign-magnitude to a line: -mag ... -0 = +0 ... +mag
-        return np.where(u & top, -(u & (top - 1)), u)
-
-    distance = np.abs(ordered(x) - ordered(y)).astype(np.float64)
+    sign = np.uint64(1) << np.uint64(fmt.bits - 1)
+    # On the line -mag ... -0 = +0 ... +mag, in unsigned arithmetic (a 64-bit format's
+    # distances reach 2**64 - 2): |mx - my| on one side of zero, mx + my across it.
+    mx, my = x & (sign - np.uint64(1)), y & (sign - np.uint64(1))
+    same_side = ((x & sign) == (y & sign)) | (mx == 0) | (my == 0)
+    apart = np.where(same_side, np.maximum(mx, my) - np.minimum(mx, my), mx + my)
+    distance = apart.astype(np.float64)
     nan_x, nan_y = np.isnan(from_bits(x, fmt)), np.isnan(from_bits(y, fmt))
     distance[nan_x & nan_y] = 0.0
     distance[nan_x != nan_y] = np.inf

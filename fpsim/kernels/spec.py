@@ -9,8 +9,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-import numpy as np
-
+from fpsim._checks import boolean, integer
 from fpsim.formats import Format
 from fpsim.modes import mode_code
 
@@ -42,29 +41,30 @@ class BlockSpec(NamedTuple):
     exp_floor: int  # lowest alignment exponent (NO_EXPONENT: none)
 
 
-@functools.lru_cache(maxsize=512)
 def make_spec(
     fmt: Format, rounding: str, subnormals: bool, saturate: bool, random_bits: int | None
 ) -> Spec:
     """The kernels' ``Spec`` of ``fmt`` rounded in mode ``rounding``."""
+    if not isinstance(fmt, Format):
+        raise ValueError(f"expected a Format, got {fmt!r}")
+    mode_code(rounding)
     if random_bits is None:
         random_bits = MAX_RANDOM_BITS
-    if (
-        isinstance(random_bits, bool)
-        or not isinstance(random_bits, (int, np.integer))
-        or not 1 <= random_bits <= MAX_RANDOM_BITS
-    ):
-        raise ValueError(
-            f"random_bits must be an integer in 1..{MAX_RANDOM_BITS}, got {random_bits!r}"
-        )
+    bits = integer(random_bits, "random_bits", 1, MAX_RANDOM_BITS)
+    return _spec(fmt, rounding, boolean(subnormals, "subnormals"),
+                 boolean(saturate, "saturate"), bits)
+
+
+@functools.lru_cache(maxsize=512)
+def _spec(fmt: Format, rounding: str, subnormals: bool, saturate: bool, bits: int) -> Spec:
     return Spec(
         t=fmt.man_bits,
         emin=fmt.emin,
         maxv=fmt.max,
         minnorm=fmt.smallest_normal,
-        subnormals=int(bool(subnormals)),
+        subnormals=int(subnormals),
         infinities=int(fmt.infinities),
-        saturate=int(bool(saturate)),
+        saturate=int(saturate),
         mode=mode_code(rounding),
-        rbits=int(random_bits),
+        rbits=bits,
     )

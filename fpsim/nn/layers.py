@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from fpsim._checks import boolean, integer, integer_pair, real
 from fpsim.autograd import dot, losses, normalization, pointwise, shape
 from fpsim.nn import init
 from fpsim.nn.module import Module, Parameter
@@ -13,13 +14,21 @@ from fpsim.precision import numerics
 from fpsim.precision.policy import current
 
 
+def _bound(fan_in: int) -> float:
+    """PyTorch's default init bound 1/sqrt(fan_in); 0 for a layer with no inputs."""
+    return 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+
 class Linear(Module):
     """``x @ weight.T + bias``; ``weight`` (out_features, in_features)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
-        bound = 1 / math.sqrt(in_features)
+        in_features = integer(in_features, "in_features", 0)
+        out_features = integer(out_features, "out_features", 0)
+        bound = _bound(in_features)
         self.weight = Parameter(init.uniform((out_features, in_features), bound))
-        self.bias = Parameter(init.uniform((out_features,), bound)) if bias else None
+        self.bias = Parameter(init.uniform((out_features,), bound)) if boolean(
+            bias, "bias") else None
 
     def forward(self, x):
         return dot.linear(x, self.weight, self.bias)
@@ -30,11 +39,15 @@ class Conv2d(Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  bias: bool = True):
-        kh, kw = (kernel_size, kernel_size) if np.ndim(kernel_size) == 0 else kernel_size
-        bound = 1 / math.sqrt(in_channels * kh * kw)
+        in_channels = integer(in_channels, "in_channels", 0)
+        out_channels = integer(out_channels, "out_channels", 0)
+        kh, kw = integer_pair(kernel_size, "kernel_size", 1)
+        bound = _bound(in_channels * kh * kw)
         self.weight = Parameter(init.uniform((out_channels, in_channels, kh, kw), bound))
-        self.bias = Parameter(init.uniform((out_channels,), bound)) if bias else None
-        self.stride, self.padding = stride, padding
+        self.bias = Parameter(init.uniform((out_channels,), bound)) if boolean(
+            bias, "bias") else None
+        self.stride = integer_pair(stride, "stride", 1)
+        self.padding = integer_pair(padding, "padding", 0)
 
     def forward(self, x):
         return dot.conv2d(x, self.weight, self.bias, self.stride, self.padding)
@@ -44,6 +57,8 @@ class Embedding(Module):
     """Rows of ``weight`` (num_embeddings, embedding_dim) looked up by integer ids."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
+        num_embeddings = integer(num_embeddings, "num_embeddings", 0)
+        embedding_dim = integer(embedding_dim, "embedding_dim", 0)
         self.weight = Parameter(init.normal((num_embeddings, embedding_dim)))
 
     def forward(self, ids):
@@ -54,6 +69,9 @@ class _BatchNorm(Module):
     _buffer_names = ("running_mean", "running_var")
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1):
+        num_features = integer(num_features, "num_features", 0)
+        eps = real(eps, "eps", 0.0)
+        momentum = real(momentum, "momentum", 0.0, 1.0)
         self.weight = Parameter(np.ones(num_features))
         self.bias = Parameter(np.zeros(num_features))
         policy = current()
@@ -76,9 +94,10 @@ class BatchNorm2d(_BatchNorm):
 
 class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5):
-        self.normalized_shape = (
-            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        )
+        dims = (normalized_shape if isinstance(normalized_shape, (tuple, list))
+                else (normalized_shape,))
+        self.normalized_shape = tuple(integer(d, "normalized_shape", 0) for d in dims)
+        eps = real(eps, "eps", 0.0)
         self.weight = Parameter(np.ones(self.normalized_shape))
         self.bias = Parameter(np.zeros(self.normalized_shape))
         self.eps = eps
@@ -90,9 +109,7 @@ class LayerNorm(Module):
 
 class Dropout(Module):
     def __init__(self, p: float = 0.5):
-        if not 0 <= p < 1:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-        self.p = p
+        self.p = real(p, "dropout probability p", 0.0, 1.0, high_open=True)
 
     def forward(self, x):
         return pointwise.dropout(x, self.p, self.training)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from fpsim._checks import integer
 from fpsim.autograd import dot, pointwise, shape
 from fpsim.autograd.tensor import as_tensor
 from fpsim.nn import init
@@ -17,8 +18,9 @@ class LSTM(Module):
     ``(output (T, B, hidden), (h_n, c_n))``, h_n and c_n (num_layers, B, hidden)."""
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1):
-        if min(input_size, hidden_size, num_layers) < 1:
-            raise ValueError("LSTM sizes must be positive")
+        input_size = integer(input_size, "input_size", 1)
+        hidden_size = integer(hidden_size, "hidden_size", 1)
+        num_layers = integer(num_layers, "num_layers", 1)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         bound = 1 / math.sqrt(hidden_size)
         for layer in range(num_layers):

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from fpsim._inputs import as_float_array
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 from fpsim.precision.policy import Policy, as_policy, current
@@ -16,8 +17,9 @@ class Parameter(Tensor):
 
     def __init__(self, data, policy: Policy | None = None):
         policy = policy or current()
-        super().__init__(numerics.round(np.asarray(data, dtype=np.float64), policy.params,
-                                        policy), requires_grad=True, format=policy.params)
+        data = np.asarray(as_float_array(data, "data"), dtype=np.float64)
+        self._set(numerics.round(data, policy.params, policy), policy.params)
+        self.requires_grad = True
 
 
 class Module:

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim._checks import real
 from fpsim.optim.optimizer import Optimizer
 
 
 class Adam(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, **options):
-        if lr <= 0 or not all(0 <= b < 1 for b in betas) or eps < 0 or weight_decay < 0:
-            raise ValueError("Adam needs lr > 0, betas in [0, 1), eps and weight_decay >= 0")
+        lr = real(lr, "lr", 0.0, low_open=True)
+        if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
+            raise ValueError(f"betas must be a pair of numbers in [0, 1), got {betas!r}")
+        betas = (real(betas[0], "betas[0]", 0.0, 1.0, high_open=True),
+                 real(betas[1], "betas[1]", 0.0, 1.0, high_open=True))
+        eps = real(eps, "eps", 0.0)
+        weight_decay = real(weight_decay, "weight_decay", 0.0)
         super().__init__(params, **options)
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim._checks import boolean, real
 from fpsim.optim.optimizer import Optimizer
 
 
 class SGD(Optimizer):
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, **options):
-        if lr <= 0 or momentum < 0 or weight_decay < 0:
-            raise ValueError("lr must be positive, momentum and weight_decay non-negative")
+        lr = real(lr, "lr", 0.0, low_open=True)
+        momentum = real(momentum, "momentum", 0.0)
+        dampening = real(dampening, "dampening", 0.0, 1.0)
+        weight_decay = real(weight_decay, "weight_decay", 0.0)
+        nesterov = boolean(nesterov, "nesterov")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum needs momentum > 0 and no dampening")
         super().__init__(params, **options)

@@ -6,6 +6,7 @@ values live in the format's own NumPy dtype and use NumPy's arithmetic.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 
 import numpy as np
@@ -33,14 +34,19 @@ def dtype(fmt: Format, policy: Policy) -> np.dtype:
 
 def _seed(policy: Policy, rounding: str) -> int | None:
     """The seed of a stochastic rounding call: the policy's seed and how many calls this
-    policy object has made (a fresh policy object replays the same stream)."""
+    policy object has made (a fresh policy object replays the same stream). An override's
+    stream is keyed by its operation too, so that it is independent of its parent's."""
     if rounding != "stochastic" or policy.seed is None:
         return None
     calls = policy.__dict__.get("_calls")
     if calls is None:
         calls = itertools.count()
         object.__setattr__(policy, "_calls", calls)
-    return policy.seed * (1 << 32) + next(calls)
+    base = policy.seed
+    if policy.category:
+        digest = hashlib.sha256(f"{policy.seed}/{policy.category}".encode()).digest()
+        base = int.from_bytes(digest[:4], "little")
+    return base * (1 << 32) + next(calls)
 
 
 def covers(wide: Format, narrow: Format) -> bool:

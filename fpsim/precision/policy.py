@@ -13,12 +13,23 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass, field, fields, replace
 
+from fpsim._checks import boolean, integer
+from fpsim.formats import PRESETS as PRESETS_BY_NAME
 from fpsim.formats import Format, as_format
 from fpsim.modes import mode_code
 
 ORDERS = ("sequential", "pairwise", "any")
 FORMAT_FIELDS = ("params", "compute", "accum", "reduce", "output")
 _NATIVE = ("fp16", "fp32", "fp64")
+# The operations a policy can override (each calls fpsim.autograd.cast.op_policy).
+OPERATIONS = (
+    "add", "sub", "mul", "div", "neg", "pow", "relu", "tanh", "sigmoid", "exp", "log",
+    "dropout", "matmul", "conv2d", "sum", "mean", "softmax", "log_softmax", "batch_norm",
+    "layer_norm", "cross_entropy", "mse_loss", "reshape", "transpose", "getitem", "cat",
+    "embedding",
+)
+# A policy's seed is combined with a count of its stochastic calls into a 64-bit seed.
+SEED_LIMIT = 1 << 32
 
 _stack: contextvars.ContextVar[tuple] = contextvars.ContextVar("fpsim_policy", default=())
 
@@ -45,14 +56,24 @@ class Policy:
     native: bool = False
     seed: int | None = None
     overrides: tuple[tuple[str, Policy], ...] = ()
+    # The operation an override policy serves (set by its parent): its stochastic
+    # stream is derived from the seed and this name, apart from the parent's.
+    category: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in FORMAT_FIELDS:
-            object.__setattr__(self, name, as_format(getattr(self, name)))
+            value = getattr(self, name)
+            if not isinstance(value, (str, Format)):
+                raise ValueError(f"{name} must be a format or a format name, got {value!r}")
+            object.__setattr__(self, name, as_format(value))
         mode_code(self.rounding)
         mode_code(self.accum_rounding)
-        if self.order not in ORDERS:
+        if not isinstance(self.order, str) or self.order not in ORDERS:
             raise ValueError(f"unknown order {self.order!r}; known orders: {', '.join(ORDERS)}")
+        object.__setattr__(self, "subnormals", boolean(self.subnormals, "subnormals"))
+        object.__setattr__(self, "native", boolean(self.native, "native"))
+        if self.seed is not None:
+            object.__setattr__(self, "seed", integer(self.seed, "seed", 0, SEED_LIMIT - 1))
         if self.native:
             for name in FORMAT_FIELDS:
                 fmt = getattr(self, name)
@@ -63,13 +84,30 @@ class Policy:
                     )
             if self.rounding != "nearest_even" or self.accum_rounding != "nearest_even":
                 raise ValueError("a native policy rounds to nearest, ties to even, only")
-        if isinstance(self.overrides, dict):
-            object.__setattr__(self, "overrides", tuple(self.overrides.items()))
-        for op, sub in self.overrides:
+        overrides = self.overrides
+        if isinstance(overrides, dict):
+            overrides = tuple(overrides.items())
+        if not isinstance(overrides, (tuple, list)):
+            raise ValueError(f"overrides map operation names to policies, got {overrides!r}")
+        kept = []
+        for item in overrides:
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise ValueError(f"an override is (operation name, Policy), got {item!r}")
+            op, sub = item
             if not isinstance(op, str) or not isinstance(sub, Policy):
                 raise ValueError(f"an override maps an operation name to a Policy, got {op!r}")
+            if op not in OPERATIONS:
+                raise ValueError(f"unknown operation {op!r} in an override; known operations: "
+                                 f"{', '.join(OPERATIONS)}")
+            if sub.overrides:
+                raise ValueError(f"override {op!r} has overrides of its own")
             if sub.native != self.native:
                 raise ValueError(f"override {op!r} mixes native and emulated arithmetic")
+            if any(op == name for name, _ in kept):
+                raise ValueError(f"operation {op!r} is overridden twice")
+            if _settings(sub) != _settings(self):  # an override that changes nothing is none
+                kept.append((op, replace(sub, category=op)))
+        object.__setattr__(self, "overrides", tuple(kept))
 
     @property
     def master_weights(self) -> bool:
@@ -88,18 +126,14 @@ class Policy:
         return replace(self, **changes)
 
     def __str__(self) -> str:
-        parts = [f"{name}={getattr(self, name).name}" for name in FORMAT_FIELDS]
-        default = Policy()
-        for f in fields(self):
-            if f.name in FORMAT_FIELDS or f.name == "overrides":
-                continue
-            if getattr(self, f.name) != getattr(default, f.name):
-                parts.append(f"{f.name}={getattr(self, f.name)}")
+        """The policy as ``parse`` reads it back: ``parse(str(p)) == p``."""
+        parts = [f"{name}={_text(getattr(self, name))}" for name in FORMAT_FIELDS]
+        default = _settings(Policy())
+        mine = _settings(self)
+        parts += [f"{k}={_text(v)}" for k, v in mine.items()
+                  if k not in FORMAT_FIELDS and v != default[k]]
         for op, sub in self.overrides:
-            for name in FORMAT_FIELDS + ("rounding", "accum_rounding", "order"):
-                if getattr(sub, name) != getattr(self, name):
-                    value = getattr(sub, name)
-                    parts.append(f"{op}.{name}={getattr(value, 'name', value)}")
+            parts += [f"{op}.{k}={_text(v)}" for k, v in _settings(sub).items() if v != mine[k]]
         return ",".join(parts)
 
     def __enter__(self) -> Policy:
@@ -108,6 +142,21 @@ class Policy:
 
     def __exit__(self, *exc) -> None:
         _stack.set(_stack.get()[:-1])
+
+
+def _settings(policy: Policy) -> dict:
+    """Every field but the overrides (and the category, which is not a setting)."""
+    return {f.name: getattr(policy, f.name) for f in fields(policy)
+            if f.name not in ("overrides", "category")}
+
+
+def _text(value) -> str:
+    """A field's value as ``parse`` reads it."""
+    if isinstance(value, Format):
+        return value.name if PRESETS_BY_NAME.get(value.name) == value else value.canonical_name
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 _DEFAULT = Policy()
@@ -143,6 +192,9 @@ def parse(text: str) -> Policy:
             continue
         key, value = (s.strip() for s in token.split("=", 1))
         op, _, key = key.rpartition(".")
+        if op and op not in OPERATIONS:
+            raise ValueError(f"unknown operation {op!r} in {token!r}; known operations: "
+                             f"{', '.join(OPERATIONS)}")
         (ops.setdefault(op, {}) if op else base)[key] = _value(key, value)
     policy = Policy(**base)
     overrides = tuple((op, Policy(**{**base, **changes})) for op, changes in ops.items())
@@ -150,15 +202,18 @@ def parse(text: str) -> Policy:
 
 
 def _value(key: str, value: str):
-    known = {f.name: f for f in fields(Policy)}
-    if key not in known or key == "overrides":
-        names = ", ".join(n for n in known if n != "overrides")
-        raise ValueError(f"unknown policy key {key!r}; known keys: {names}")
+    known = [f.name for f in fields(Policy) if f.name not in ("overrides", "category")]
+    if key not in known:
+        raise ValueError(f"unknown policy key {key!r}; known keys: {', '.join(known)}")
     if key in ("subnormals", "native"):
         if value.lower() not in ("true", "false", "1", "0", "on", "off"):
             raise ValueError(f"{key} takes true or false, got {value!r}")
         return value.lower() in ("true", "1", "on")
     if key == "seed":
+        if value.lower() == "none":
+            return None
+        if not value.isdigit():
+            raise ValueError(f"seed takes an integer in 0..{SEED_LIMIT - 1}, got {value!r}")
         return int(value)
     return value
 

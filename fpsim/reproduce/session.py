@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fpsim._checks import output_folder
 from fpsim.reproduce.ablations import ABLATIONS, ablation
 from fpsim.reproduce.cache import Cache, digest
 from fpsim.reproduce.progress import Progress
@@ -107,9 +108,7 @@ class Session:
     cache: Cache = field(init=False)
 
     def __post_init__(self) -> None:
-        self.out = Path(self.out)
-        if self.out.exists() and not self.out.is_dir():
-            raise ValueError(f"the output folder {str(self.out)!r} exists and is not a folder")
+        self.out = output_folder(self.out)
         for name in self.tasks:
             task(name).budget(self.budget)
         for name in self.policies:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from fpsim._checks import integer, real
+
 
 class NoLossScale:
     """Scale 1: gradients as they come."""
@@ -26,19 +30,27 @@ class StaticLossScale:
     scale: float
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.scale) and self.scale > 0):
-            raise ValueError(f"a loss scale must be positive and finite, got {self.scale}")
+        self.scale = real(self.scale, "scale", 0.0, low_open=True)
 
     def update(self, found_inf: bool) -> None:
         pass
+
+
+def _float32(x: float) -> float:
+    """``x`` rounded to binary32, as PyTorch stores its scale (inf beyond the range)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
 
 
 @dataclass
 class DynamicLossScale:
     """Halve on overflow (the step is skipped), double after ``growth_interval`` good steps.
 
-    Defaults are PyTorch's GradScaler. ``hysteresis`` (DeepSpeed) is how many
-    overflows in a row are tolerated before backing off; ``min_scale`` a floor.
+    PyTorch's GradScaler, its defaults and its arithmetic: the scale is a binary32
+    value, each update is computed in binary64 and rounded to binary32, and a growth
+    that would make it infinite is not made (the scale stops at 2**127 when doubling).
+    ``hysteresis`` (DeepSpeed) is how many overflows in a row are tolerated before
+    backing off; ``min_scale`` a floor.
     """
 
     scale: float = 2.0**16
@@ -49,14 +61,18 @@ class DynamicLossScale:
     hysteresis: int = 1
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.scale) and self.scale > 0):
-            raise ValueError(f"the initial scale must be positive and finite, got {self.scale}")
-        if self.growth_factor <= 1 or not 0 < self.backoff_factor < 1:
-            raise ValueError("growth_factor must exceed 1 and backoff_factor lie in (0, 1)")
-        if self.growth_interval < 1 or self.hysteresis < 1:
-            raise ValueError("growth_interval and hysteresis must be at least 1")
-        if self.min_scale is not None and not 0 < self.min_scale <= self.scale:
-            raise ValueError("min_scale must be positive and at most the initial scale")
+        scale = real(self.scale, "scale", 0.0, low_open=True)
+        self.scale = _float32(scale)
+        if not math.isfinite(self.scale):
+            raise ValueError(f"the initial scale {scale!r} is beyond binary32's range, where "
+                             "the scale is kept")
+        self.growth_factor = real(self.growth_factor, "growth_factor", 1.0, low_open=True)
+        self.backoff_factor = real(self.backoff_factor, "backoff_factor", 0.0, 1.0,
+                                   low_open=True, high_open=True)
+        self.growth_interval = integer(self.growth_interval, "growth_interval", 1)
+        self.hysteresis = integer(self.hysteresis, "hysteresis", 1)
+        if self.min_scale is not None:
+            self.min_scale = real(self.min_scale, "min_scale", 0.0, self.scale, low_open=True)
         self.good_steps = 0
         self.tolerance = self.hysteresis
 
@@ -67,13 +83,13 @@ class DynamicLossScale:
             if self.tolerance > 1:  # DeepSpeed: tolerated until the hysteresis is spent
                 self.tolerance -= 1
                 return
-            self.scale *= self.backoff_factor
+            self.scale = _float32(self.scale * self.backoff_factor)
             if self.min_scale is not None:
-                self.scale = max(self.scale, self.min_scale)
+                self.scale = max(self.scale, _float32(self.min_scale))
             return
         self.good_steps += 1
         if self.good_steps == self.growth_interval:
-            grown = self.scale * self.growth_factor
+            grown = _float32(self.scale * self.growth_factor)
             if math.isfinite(grown):
                 self.scale = grown
             self.good_steps = 0

@@ -23,7 +23,9 @@ class GradientCounts:
     overflow: int = 0
 
     @classmethod
-    def of(cls, values: Iterable[np.ndarray], fmt: Format) -> GradientCounts:
+    def of(cls, values: Iterable[np.ndarray], fmt: Format | str) -> GradientCounts:
+        """The counts over ``values`` (arrays), subnormal meaning below ``fmt``'s normals."""
+        fmt = as_format(fmt)
         total = zero = subnormal = overflow = 0
         for v in values:
             a = np.abs(np.asarray(v, dtype=np.float64))
