@@ -234,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes must be positive, got {args.sizes!r}")
     if args.backend == "cupy" and args.which not in ("all", "elementwise"):
         parser.error("--backend cupy measures the elementwise operations only")
+    if args.backend == "cupy":
+        from fpsim.backends import gpu_missing
+
+        if gpu_missing():
+            parser.error(f"--backend cupy: {gpu_missing()}")
     gpu = args.backend == "cupy"
     print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
           "each timed in pairs with its reference")

@@ -71,6 +71,10 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
     data = x.data if isinstance(x, Tensor) else np.asarray(x)
     if data.ndim not in (2, 3, 4):
         raise ValueError(f"batch_norm needs (N, C), (N, C, L) or (N, C, H, W), got {data.shape}")
+    channels = {np.size(v) for v in (running_mean, running_var, weight, bias) if v is not None}
+    if channels and channels != {data.shape[1]}:
+        raise ValueError(f"batch_norm got {data.shape[1]} channels (axis 1 of {data.shape}), "
+                         f"its statistics and parameters have {sorted(channels)}")
     axes = (0,) + tuple(range(2, data.ndim))
     shape = (1, -1) + (1,) * (data.ndim - 2)
     use_batch = training or running_mean is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim._checks import real
 from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
@@ -65,7 +66,7 @@ def pow(x, exponent: float) -> Tensor:
     """``x ** exponent`` for a constant exponent."""
     if isinstance(exponent, Tensor) or np.ndim(exponent) != 0:
         raise ValueError("pow takes a constant scalar exponent")
-    k = float(exponent)
+    k = real(exponent, "exponent")
     return _unary("pow", x, lambda v: v**k, lambda g, v, y: g * k * v ** (k - 1))
 
 

@@ -130,6 +130,11 @@ class Tensor:
                     f"backward() without a gradient needs a scalar, got shape {self.shape}"
                 )
             gradient = 1.0
+        gradient = as_float_array(gradient, "gradient")
+        # As PyTorch: the gradient has the tensor's shape (a number will do for one element).
+        if gradient.shape != self.shape and not (gradient.ndim == 0 and self.data.size == 1):
+            raise ValueError(f"the gradient has shape {gradient.shape}, the tensor "
+                             f"{self.shape}: they must be the same")
         seed = np.broadcast_to(np.asarray(gradient, dtype=np.float64), self.shape)
         self.accumulate_grad(seed, self._policy or current())
         for t in reversed(self.graph()):

@@ -79,6 +79,8 @@ SPECIALISE_FROM = 1 << 20
 # Below this much work a loop runs on one thread: starting the thread pool costs
 # more, and BLAS threads still spinning after a product would slow it further.
 PARALLEL_FROM = 1 << 20
+# Block-FMA models with blocks up to this size run in the tiled loop (others: generic).
+MAX_TILED_BLOCK = 256
 # Operand checks of arrays this large or larger count the bad elements before searching.
 COUNT_FIRST = 1 << 16
 
@@ -185,7 +187,10 @@ class Backend:
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
-        exact_in = None if want_stats else _block_work(hw, block)
+        # The tiled loop is compiled per block size and pads K to whole blocks: real
+        # tensor-core blocks (4 to 32 products), not a model with a block of 2**40.
+        tiled = not want_stats and block <= MAX_TILED_BLOCK
+        exact_in = _block_work(hw, block) if tiled else None
         if exact_in is not None and np.isfinite(C).all():
             work, acc = exact_in
             inputs = self._block_inputs(A, B, hw, block, parallel, work)

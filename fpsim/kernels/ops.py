@@ -22,7 +22,7 @@ from fpsim.kernels.core import (
     signed,
     zero_sum_sign,
 )
-from fpsim.kernels.prims import f64_bits, f64_i64, fsqrt, i64_f64, minimum, select
+from fpsim.kernels.prims import f64_bits, f64_i64, fsqrt, i64_f64, maximum, minimum, select
 
 
 def finite_or_zero(x):
@@ -155,6 +155,9 @@ def op_div(x, y, rnd, spec, want_flags):
     by_zero = (y == 0) & (x != 0) & (inf_x == 0)
     sx, ex = decode(f64_bits(finite_or_zero(x)) & MAG, spec.t)
     sy, ey = decode(f64_bits(select((y == 0) | inf_y, 1.0, y)) & MAG, spec.t)
+    # Nonzero for every divisor of the format; a value below its grid (refused by the
+    # operand check, after the loop) must not divide by zero first.
+    sy = maximum(sy, 1)
     # Quotient of a 62-bit numerator by a significand of at most 30 bits:
     # at least 32 quotient bits, and the remainder decides the sticky bit.
     nx = bitlen(sx)
