@@ -20,6 +20,8 @@ import numpy as np
 import fpsim
 from fpsim._machine import machine
 from fpsim.backends import get_backend
+from fpsim.kernels.carrier import BINARY64
+from fpsim.kernels.spec import make_spec
 
 ROUND_FORMATS = ("fp16", "bf16", "fp8_e4m3")
 ARITH_FORMATS = ("fp16", "bf16")
@@ -51,11 +53,14 @@ def measure(func, copy, repeats: int) -> tuple[float, float]:
 
 
 def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) -> list[tuple]:
-    """Rows of (what, format, M elements/s, throughput ratio to the reference copy).
+    """Rows of (what, format, kernel, M elements/s, throughput ratio to the reference copy).
 
-    On the CPU the reference is ``np.copyto``. With ``backend="cupy"`` the arrays live
-    on the GPU (``xp``: CuPy by default), the reference is a device-to-device copy of
-    the same array, and every call is timed to the device's completion.
+    ``kernel``: the encoding fpsim's kernel computed on (``binary32`` or ``binary64``;
+    empty for the references). On the CPU the reference is ``np.copyto``; NumPy's
+    float16 and ml_dtypes' casts (round to nearest) are rows to compare with. With
+    ``backend="cupy"`` the arrays live on the GPU (``xp``: CuPy by default), the
+    reference is a device-to-device copy of the same array, and every call is timed to
+    the device's completion.
     """
     x = inputs(n)
     sync = None
@@ -81,26 +86,36 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) 
 
     copy = timed(partial(xp.copyto, out, x))
 
-    def row(what, fmt, func):
+    def row(what, fmt, func, kernel=""):
         func = timed(func)
         func()  # compile, allocate
         seconds, ratio = measure(func, copy, repeats)
-        rows.append((what, fmt, n / seconds / 1e6, ratio))
+        rows.append((what, fmt, kernel, n / seconds / 1e6, ratio))
 
     row("device copy" if sync else "np.copyto", "", copy)
     with np.errstate(over="ignore"):
-        row("astype f16->f32", "fp16", lambda: x.astype(np.float16).astype(np.float32))
+        row("NumPy astype(float16)", "fp16", lambda: x.astype(np.float16))
+        if sync is None:
+            import ml_dtypes
+
+            for fmt, dtype in (("bf16", ml_dtypes.bfloat16), ("fp8_e4m3", ml_dtypes.float8_e4m3fn),
+                               ("fp8_e5m2", ml_dtypes.float8_e5m2)):
+                row("ml_dtypes astype", fmt, partial(x.astype, dtype))
     with fpsim.backend(backend):
+        engine = get_backend()
+        kind = getattr(engine, "encoding", lambda *args: BINARY64)
         for fmt in ROUND_FORMATS:
             for mode in fpsim.ROUNDING_MODES:
-                row(f"round {mode}", fmt, partial(fpsim.round, x, fmt, mode, seed=1))
+                spec = make_spec(fpsim.format(fmt), mode, True, False, None)
+                row(f"round {mode}", fmt, partial(fpsim.round, x, fmt, mode, seed=1),
+                    kind("round_value", x.dtype, np.dtype(np.float32), spec).name)
         for fmt in ARITH_FORMATS:
             a = fpsim.round(x, fmt, saturate=True)
             b = fpsim.round(xp.asarray(inputs(n, seed=1)), fmt, saturate=True)
             c = fpsim.round(xp.asarray(inputs(n, seed=2)), fmt, saturate=True)
-            row("add", fmt, partial(fpsim.add, a, b, fmt))
-            row("mul", fmt, partial(fpsim.mul, a, b, fmt))
-            row("fma", fmt, partial(fpsim.fma, a, b, c, fmt))
+            row("add", fmt, partial(fpsim.add, a, b, fmt), BINARY64.name)
+            row("mul", fmt, partial(fpsim.mul, a, b, fmt), BINARY64.name)
+            row("fma", fmt, partial(fpsim.fma, a, b, c, fmt), BINARY64.name)
     return rows
 
 
@@ -246,9 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.which in ("all", "elementwise"):
         reference = "a device-to-device copy's" if gpu else "np.copyto's"
         print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / {reference}")
-        print(f"{'operation':24} {'format':9} {'M elem/s':>10} {'x copy':>8}")
-        for what, fmt, rate, ratio in run(args.n, args.repeats, args.backend):
-            print(f"{what:24} {fmt:9} {rate:10.1f} {ratio:8.3f}")
+        print(f"{'operation':24} {'format':9} {'kernel':9} {'M elem/s':>10} {'x copy':>8}")
+        for what, fmt, kernel, rate, ratio in run(args.n, args.repeats, args.backend):
+            print(f"{what:24} {fmt:9} {kernel:9} {rate:10.1f} {ratio:8.3f}")
     if gpu:
         return 0
     if args.which in ("all", "matmul"):

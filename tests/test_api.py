@@ -287,8 +287,13 @@ def test_bench_runs_small():
 
     rows = run(n=2000, repeats=1, backend="numpy")
     names = {r[0] for r in rows}
-    assert {"np.copyto", "round nearest_even", "add", "mul", "fma"} <= names
-    assert all(r[2] > 0 for r in rows)
+    assert {"np.copyto", "round nearest_even", "add", "mul", "fma", "ml_dtypes astype"} <= names
+    assert all(r[3] > 0 and r[4] > 0 for r in rows)
+    assert {r[2] for r in rows if r[0].startswith("round")} == {"binary64"}
+    numba_rows = run(n=2000, repeats=1, backend="numba")
+    # Each row says which kernel ran: float32 rounded to these formats runs on binary32.
+    assert {r[2] for r in numba_rows if r[0].startswith("round")} == {"binary32"}
+    assert {r[2] for r in numba_rows if r[0] in ("add", "mul", "fma")} == {"binary64"}
 
 
 def test_matmul_bench_runs_small():

@@ -320,8 +320,9 @@ def compute(vec: Vectors) -> tuple[np.ndarray, np.ndarray]:
         if view is None:
             x = fpsim.from_bits(vec.operands[0], TYPES[src][0])
         else:
-            with np.errstate(invalid="ignore"):  # casting a float32 sNaN to float64
-                x = vec.operands[0].view(view).astype(np.float64)
+            # As a user holds them: binary32 sources are float32 arrays (the Numba
+            # backend rounds those on the binary32 encoding).
+            x = vec.operands[0].view(view)
         res, flags = fpsim.round(x, out_fmt, rounding=vec.rounding, flags=True)
     else:
         # Exact widening: decode in the narrow format, encode in the wide one; no flags.

@@ -6,14 +6,16 @@ import hashlib
 import types
 from collections.abc import Callable
 
-from fpsim.kernels import blockfma, core, ops, prims, random
+from fpsim.kernels import blockfma, carrier, core, ops, prims, random
+from fpsim.kernels.carrier import BINARY64, Carrier
 
 KERNEL_MODULES = (core, random, ops, blockfma)
 
 
-def clone(func: types.FunctionType, namespace: dict, qualname: str | None = None):
-    """``func`` with its global names looked up in ``namespace``."""
-    new = types.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__)
+def clone(func: types.FunctionType, namespace: dict, qualname: str | None = None,
+          code: types.CodeType | None = None):
+    """``func`` with its global names looked up in ``namespace`` (and ``code`` for its own)."""
+    new = types.FunctionType(code or func.__code__, namespace, func.__name__, func.__defaults__)
     new.__qualname__ = qualname or func.__qualname__
     new.__module__ = func.__module__
     new.__doc__ = func.__doc__
@@ -23,17 +25,22 @@ def clone(func: types.FunctionType, namespace: dict, qualname: str | None = None
 def source_digest(*modules) -> str:
     """A short hash of the kernel sources (and ``modules``), to key compiled caches."""
     digest = hashlib.sha1()
-    for module in (*KERNEL_MODULES, prims, *modules):
+    for module in (*KERNEL_MODULES, prims, carrier, *modules):
         with open(module.__file__, "rb") as f:
             digest.update(f.read())
     return digest.hexdigest()[:12]
 
 
-def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = "") -> dict:
+def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = "",
+                encoding: Carrier = BINARY64) -> dict:
     """One namespace holding every kernel function, calling ``primitives``.
 
     ``wrap`` is applied to each function (``numba.njit`` for the Numba backend);
     ``suffix`` is appended to qualified names (a compiled cache is keyed by them).
+    With another ``encoding`` than binary64 the namespace holds the rounding
+    (``carrier.BINARY32_ENTRY`` and what it calls), with that encoding's constants
+    and every number it uses in that encoding's lane types; ``primitives`` then
+    supply that encoding's bit casts as ``f64_bits`` and ``bits_f64``.
     """
     namespace: dict = {}
     for module in KERNEL_MODULES:
@@ -51,6 +58,53 @@ def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = ""
     if missing:
         raise AssertionError(f"backend lacks primitives {missing}")
     namespace.update((n, primitives[n]) for n in needed)
+    codes = {}
+    if encoding is not BINARY64:
+        namespace.update(encoding.constants)
+        kept = reachable(namespace, carrier.BINARY32_ENTRY)
+        for func in kernel_funcs:  # no binary64 kernel left behind under another encoding
+            if func not in kept:
+                del namespace[func.__name__]
+        kernel_funcs = kept
+        for func in kernel_funcs:
+            codes[func.__name__] = retyped(func.__code__, encoding)
+            for name in func.__code__.co_names:
+                value = namespace.get(name)
+                if isinstance(value, (bool, type(None))) or not isinstance(value, (int, float)):
+                    continue
+                namespace[name] = (encoding.integer if isinstance(value, int)
+                                   else encoding.floating)(value)
     for func in kernel_funcs:
-        namespace[func.__name__] = wrap(clone(func, namespace, func.__qualname__ + suffix))
+        namespace[func.__name__] = wrap(clone(func, namespace, func.__qualname__ + suffix,
+                                              codes.get(func.__name__)))
     return namespace
+
+
+def reachable(namespace: dict, entry: str) -> list[types.FunctionType]:
+    """The kernel functions ``entry`` calls, directly or not, and itself."""
+    found: dict[str, types.FunctionType] = {}
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        func = namespace.get(name)
+        if name in found or not isinstance(func, types.FunctionType) or not any(
+                func.__module__ == m.__name__ for m in KERNEL_MODULES):
+            continue
+        found[name] = func
+        todo.extend(func.__code__.co_names)
+    return list(found.values())
+
+
+def retyped(code: types.CodeType, encoding: Carrier) -> types.CodeType:
+    """``code`` with its integer and float literals in the encoding's lane types (so that
+    ``x + 1`` stays in 32-bit lanes, where a Python int would widen it to 64)."""
+    def lane(c):
+        if isinstance(c, bool) or c is None:
+            return c
+        if isinstance(c, int):
+            return encoding.integer(c)
+        if isinstance(c, float):
+            return encoding.floating(c)
+        return c
+
+    return code.replace(co_consts=tuple(lane(c) for c in code.co_consts))

@@ -20,10 +20,12 @@ from fpsim.backends.numba_vectors import wide_vectors
 from fpsim.backends.protocol import ARITY
 from fpsim.backends.schedule import pairwise_program, stack_depth
 from fpsim.formats import format as preset
+from fpsim.kernels.carrier import BINARY32, BINARY64, fits_binary32, spec_for
 from fpsim.kernels.spec import make_spec
 
 _f64_bits = bitcast(types.float64, types.int64)
 _bits_f64 = bitcast(types.int64, types.float64)
+_f32_bits = bitcast(types.float32, types.int32)
 _bits_f32 = bitcast(types.int32, types.float32)
 
 
@@ -62,6 +64,10 @@ PRIMITIVES = {
     "fsqrt": _jit(lambda x: math.sqrt(x)),
 }
 
+# The binary32 rounding (float32 input): binary32's bit casts in the binary64 names.
+PRIMITIVES_BINARY32 = dict(PRIMITIVES, f64_bits=_jit(lambda x: _f32_bits(np.float32(x))),
+                           bits_f64=_bits_f32)
+
 _EMPTY_FLAGS = np.zeros(0, dtype=np.uint8)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
@@ -95,6 +101,7 @@ class Backend:
         # entry by the sources it inlines.
         self.digest = source_digest(numba_loops, numba_vectors)
         self.kernels = instantiate(PRIMITIVES, _jit, suffix=f"_{self.digest}")
+        self._binary32: dict | None = None
         self._loops: dict = {}
         kind = numba_half.compiled_for()
         half_digest = source_digest(numba_half, numba_vectors)
@@ -121,17 +128,38 @@ class Backend:
             kernel = binding.get("KERNEL", "")
             if kernel:
                 namespace.update(KERNEL=self.kernels[kernel], ARITY=ARITY[kernel])
+            if binding.get("ENCODING") == BINARY32.name:
+                namespace.update(KERNEL=self.binary32()[kernel], LOAD=np.float32)
             # A distinct qualified name gives each instance its own cache entry.
             tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
             func = clone(template, namespace, f"{template.__name__}_{kernel}_{tag}_{self.digest}")
             self._loops[key] = numba.njit(parallel=parallel, cache=True)(func)
         return self._loops[key]
 
+    def binary32(self) -> dict:
+        """The rounding compiled on the binary32 encoding (``kernels.carrier``)."""
+        if self._binary32 is None:
+            self._binary32 = instantiate(PRIMITIVES_BINARY32, _jit,
+                                         suffix=f"_binary32_{self.digest}", encoding=BINARY32)
+        return self._binary32
+
+    @staticmethod
+    def encoding(kernel: str, x_dtype, out_dtype, spec, check: bool = False):
+        """The encoding ``apply`` computes on: binary32 for float32 rounded into float32
+        where it carries exactly (``kernels.carrier``), binary64 otherwise."""
+        if (kernel == "round_value" and not check and x_dtype == np.float32
+                and out_dtype == np.float32 and fits_binary32(spec)):
+            return BINARY32
+        return BINARY64
+
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
         """``hot``: a call repeated with this spec (a training run): compile for it at any size."""
         x = operands[0]
         y = operands[1] if len(operands) > 1 else x
         z = operands[2] if len(operands) > 2 else x
+        encoding = self.encoding(kernel, x.dtype, out.dtype, spec, check)
+        if encoding is not BINARY64:
+            spec = spec_for(spec, encoding)
         loop = self._loop(
             numba_loops.loop,
             out.size >= PARALLEL_FROM,
@@ -140,6 +168,7 @@ class Backend:
             STOCHASTIC=key is not None,
             CHECK=check,
             SPEC=spec if hot or out.size >= SPECIALISE_FROM else None,
+            ENCODING=encoding.name,
         )
         return int(loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
                         np.uint64(0 if key is None else key), spec))

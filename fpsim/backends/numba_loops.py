@@ -1,8 +1,10 @@
 """The loops of the Numba backend, instantiated once per kernel and variant.
 
 ``KERNEL``, ``ARITY``, ``WANT_FLAGS``, ``STOCHASTIC``, ``CHECK``, ``ROUNDED``,
-``SPEC`` and the kernels (``random53``, ``representable``, ``round_value``,
-``op_add``) are bound per instance (see ``numba_backend``),
+``SPEC``, ``LOAD`` (the conversion of a one-operand kernel's input to its carrier's
+type: ``float``, or ``np.float32`` for the binary32 rounding) and the kernels
+(``random53``, ``representable``, ``round_value``, ``op_add``) are bound per
+instance (see ``numba_backend``),
 so that Numba prunes the branches that do not apply and LLVM vectorises the
 rest. ``SPEC`` is None in the generic instance and the format's tuple in one
 specialised to a format (its constants fold into the code).
@@ -25,6 +27,7 @@ WANT_FLAGS = False
 STOCHASTIC = False
 CHECK = False
 SPEC = None
+LOAD = float
 
 
 def _bound_per_instance(*args):
@@ -48,7 +51,7 @@ def loop(x, y, z, out, flags, key, spec_in):
     for i in prange(out.size):
         rnd = random53(key, i) if STOCHASTIC else 0
         if ARITY == 1:
-            value, flag = KERNEL(float(x[i]), rnd, spec, WANT_FLAGS)
+            value, flag = KERNEL(LOAD(x[i]), rnd, spec, WANT_FLAGS)
             ok = representable(float(x[i]), spec) if CHECK else True
         elif ARITY == 2:
             value, flag = KERNEL(float(x[i]), float(y[i]), rnd, spec, WANT_FLAGS)

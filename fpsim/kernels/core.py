@@ -7,6 +7,11 @@ zero onto the binary64 grid (subnormals included; the encoding of +inf when
 ``round_mag`` is the one place where a value is rounded to a format.
 
 Format parameters travel as ``spec``, a ``fpsim.kernels.spec.Spec``.
+
+Every constant of the carrier's encoding is named below (``FRAC``, ``BIAS``,
+...): the rounding functions also run on the binary32 encoding, for float32
+input rounded to narrower formats, with the same source and binary32's
+constants (``fpsim.kernels.carrier``).
 """
 
 import numpy as np
@@ -15,35 +20,39 @@ from fpsim.flags import INEXACT, INVALID, OVERFLOW, UNDERFLOW
 from fpsim.kernels.prims import bits_f64, f64_bits, i64_f64, maximum, minimum, select
 from fpsim.modes import DOWN, NEAREST_AWAY, NEAREST_EVEN, ODD, STOCHASTIC, UP
 
-MAG = 0x7FFFFFFFFFFFFFFF
+# The carrier's encoding: binary64.
+FRAC = 52  # fraction bits
+BIAS = 1023  # exponent bias
+SHIFT_CAP = 62  # shift counts stay below the integer width (int64)
+MAG = 0x7FFFFFFFFFFFFFFF  # all but the sign bit
 INF_BITS = 0x7FF0000000000000
 QUIET = 0x0008000000000000
-M52 = 0x000FFFFFFFFFFFFF
-NO_EXPONENT = -(1 << 40)  # stands for the exponent of zero in a maximum
-H52 = 0x0010000000000000
+FRAC_MASK = 0x000FFFFFFFFFFFFF
+HIDDEN = 0x0010000000000000  # the implicit bit of a normal significand
 INF = np.inf
 NAN = np.nan
+NO_EXPONENT = -(1 << 40)  # stands for the exponent of zero in a maximum
 
 
 def pow2_bits(q):
-    """The binary64 encoding of 2.0**q, for -1074 <= q <= 1023."""
-    normal = maximum(q + 1023, 0) << 52
-    sub = 1 << minimum(maximum(q + 1074, 0), 62)
-    return select(q >= -1022, normal, sub)
+    """The encoding of 2.0**q, from the smallest subnormal up (-1074 <= q <= 1023)."""
+    normal = maximum(q + BIAS, 0) << FRAC
+    sub = 1 << minimum(maximum(q + BIAS + FRAC - 1, 0), SHIFT_CAP)
+    return select(q >= 1 - BIAS, normal, sub)
 
 
 def grid(a, t, emin):
-    """Split the binary64 magnitude ``a`` at the format's last place.
+    """Split the carrier's magnitude ``a`` at the format's last place.
 
     Returns ``(sig, d, rem)``: the integer significand of ``a`` (implicit bit
     included), the number ``d`` of its low bits that fall below the format's
     last place there (on the subnormal grid below ``emin``), and those bits
-    (``rem = sig`` for every d >= 53).
+    (``rem = sig`` for every d > FRAC).
     """
-    ef = a >> 52
-    sig = (a & M52) | select(ef > 0, H52, 0)
-    d = 52 - t + maximum(emin + 1023 - maximum(ef, 1), 0)
-    return sig, d, sig & ((1 << minimum(d, 62)) - 1)
+    ef = a >> FRAC
+    sig = (a & FRAC_MASK) | select(ef > 0, HIDDEN, 0)
+    d = FRAC - t + maximum(emin + BIAS - maximum(ef, 1), 0)
+    return sig, d, sig & ((1 << minimum(d, SHIFT_CAP)) - 1)
 
 
 def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
@@ -51,7 +60,7 @@ def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
 
     ``odd``: the truncated magnitude is an odd multiple of the unit.
     """
-    half = (1 << minimum(d, 62)) >> 1
+    half = (1 << minimum(d, SHIFT_CAP)) >> 1
     # d = 0 happens only for exact inputs (sticky clear): nothing to round.
     tie = (rem == half) & (d > 0)
     above = (rem > half) | (tie & sticky)
@@ -59,7 +68,7 @@ def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
     inexact = (rem != 0) | sticky
     # Stochastic: R uniform in [0, 2**r) rounds away iff R < floor(f * 2**r).
     r = minimum(rbits, d)
-    g = rem >> minimum(d - r, 63)
+    g = rem >> minimum(d - r, SHIFT_CAP + 1)
     sr = (rnd >> (53 - r)) < g
     return select(
         mode == NEAREST_EVEN,
@@ -95,18 +104,18 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
     float64 >= 0, or +inf, or NaN (overflow in a finite-style format).
     """
     sig, d, rem = grid(a, spec.t, spec.emin)
-    # The result is built in the binary64 encoding: truncating is clearing the
+    # The result is built in the carrier's encoding: truncating is clearing the
     # low d bits, one unit up is adding 2**d (a carry moves into the exponent).
-    # Below the smallest subnormal (d > 52) the candidates are 0 and 2**(emin-t).
-    on_grid = d <= 52
+    # Below the smallest subnormal (d > FRAC) the candidates are 0 and 2**(emin-t).
+    on_grid = d <= FRAC
     keep = select(on_grid, a - rem, 0)
-    unit = select(on_grid, 1 << minimum(d, 52), pow2_bits(spec.emin - spec.t))
-    odd = select(d == 52, True, on_grid & (((a >> minimum(d, 52)) & 1) == 1))
+    unit = select(on_grid, 1 << minimum(d, FRAC), pow2_bits(spec.emin - spec.t))
+    odd = select(d == FRAC, True, on_grid & (((a >> minimum(d, FRAC)) & 1) == 1))
     inexact = (rem != 0) | sticky
     inc = increment(odd, rem, d, sticky, neg, rnd, spec.mode, spec.rbits)
     up = select(spec.mode == ODD, inexact & (odd == 0), inc)
     rounded = keep + select(up, unit, 0)
-    # Compared as encodings: a carrier at +inf (|v| >= 2**1024) may step past it.
+    # Compared as encodings: a carrier at +inf may step past it.
     over = rounded > f64_bits(spec.maxv)
     v = select(over, overflow_value(neg, spec), bits_f64(rounded))
     flush = (spec.subnormals == 0) & (v < spec.minnorm) & ((a != 0) | sticky)
@@ -116,9 +125,10 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
         # Tininess after rounding (IEEE 754 section 7.5): round to the
         # precision with an unbounded exponent; only values in
         # [2**(emin-1), 2**emin) can reach 2**emin that way.
-        e_lsb = maximum(a >> 52, 1) - 1075
-        e_top = select(a >= H52, (a >> 52) - 1023, select(a >= (H52 >> 1), -1023, -1024))
-        du = minimum(maximum(e_top - spec.t - e_lsb, 0), 62)
+        e_lsb = maximum(a >> FRAC, 1) - (BIAS + FRAC)
+        e_top = select(a >= HIDDEN, (a >> FRAC) - BIAS,
+                       select(a >= (HIDDEN >> 1), -BIAS, -BIAS - 1))
+        du = minimum(maximum(e_top - spec.t - e_lsb, 0), SHIFT_CAP)
         keep_u = sig >> du
         odd_u = (keep_u & 1) == 1
         inc_u = increment(odd_u, sig - (keep_u << du), du, sticky, neg, rnd, spec.mode, spec.rbits)
@@ -160,10 +170,10 @@ def decode(a, t):
 
     The significand is cut to ``t + 1`` bits, exact for values of the format.
     """
-    ef = a >> 52
-    sig = (a & M52) | select(ef > 0, H52, 0)
-    shift = 52 - t
-    return sig >> shift, maximum(ef, 1) - 1075 + shift
+    ef = a >> FRAC
+    sig = (a & FRAC_MASK) | select(ef > 0, HIDDEN, 0)
+    shift = FRAC - t
+    return sig >> shift, maximum(ef, 1) - (BIAS + FRAC) + shift
 
 
 def sign_bit(x):
@@ -204,15 +214,15 @@ def representable(x, spec):
     """Whether ``x`` is a value of the format (NaN always is, infinities if it has them)."""
     a = f64_bits(x) & MAG
     # The bits below the format's last place must be clear; below the smallest
-    # subnormal (d >= 53) that leaves only zero.
-    d = 52 - spec.t + maximum(spec.emin + 1023 - maximum(a >> 52, 1), 0)
-    on_grid = (a & ((1 << minimum(d, 62)) - 1)) == 0
+    # subnormal (d > FRAC) that leaves only zero.
+    d = FRAC - spec.t + maximum(spec.emin + BIAS - maximum(a >> FRAC, 1), 0)
+    on_grid = (a & ((1 << minimum(d, SHIFT_CAP)) - 1)) == 0
     finite_ok = on_grid & (a <= f64_bits(spec.maxv))
     return finite_ok | (a > INF_BITS) | ((a == INF_BITS) & (spec.infinities != 0))
 
 
 def round_value(x, rnd, spec, want_flags):
-    """``x`` (any float64) rounded to the format: (value, flags)."""
+    """``x`` (any value of the carrier's type) rounded to the format: (value, flags)."""
     x = flush_input(x, spec)
     neg = sign_bit(x)
     a = f64_bits(x) & MAG
