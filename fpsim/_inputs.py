@@ -10,12 +10,9 @@ from types import ModuleType
 
 import numpy as np
 
+from fpsim.backends.protocol import is_device_array
+
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-
-
-def is_device_array(x) -> bool:
-    """Whether ``x`` lives on a GPU (CuPy: it has ``__cuda_array_interface__``)."""
-    return hasattr(x, "__cuda_array_interface__")
 
 
 def as_float_array(x, name: str, device: bool = False):

@@ -27,7 +27,7 @@ from numba import cuda
 from fpsim.backends import cuda_loops
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
-from fpsim.backends.protocol import ARITY, COUNTERS
+from fpsim.backends.protocol import ARITY, COUNTERS, is_device_array
 from fpsim.backends.schedule import pairwise_program, stack_depth
 
 SIMULATOR = bool(getattr(getattr(cuda, "config", None), "ENABLE_CUDASIM", False))
@@ -81,10 +81,6 @@ def primitives() -> dict:
         "i64": device_function(lambda u: np.int64(u)),
         "fsqrt": device_function(lambda x: math.sqrt(x)),
     }
-
-
-def is_device_array(x) -> bool:
-    return hasattr(x, "__cuda_array_interface__")
 
 
 class Backend:

@@ -19,6 +19,11 @@ from fpsim.kernels.spec import BlockSpec, Spec
 
 Array = Any  # a NumPy array, or a device array of the backend's kind
 
+
+def is_device_array(x) -> bool:
+    """Whether ``x`` lives on a GPU (CuPy: it has ``__cuda_array_interface__``)."""
+    return hasattr(x, "__cuda_array_interface__")
+
 # The counters ``accumulate`` and ``accumulate_blocks`` return, in this order: how
 # many rounded additions there were, then how many raised each flag of COUNTED_FLAGS.
 COUNTERS = ("additions", "inexact", "absorbed", "underflow", "overflow")
