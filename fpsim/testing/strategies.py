@@ -1,0 +1,151 @@
+"""Hypothesis strategies: values and encodings of a format, inputs near its rounding
+boundaries, arrays of them, custom formats, rounding modes."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from fpsim._checks import boolean
+from fpsim.bits import from_bits, to_bits
+from fpsim.formats import Format, as_format
+from fpsim.modes import CODES
+
+
+def values(fmt: Format | str, *, finite: bool = True, subnormals: bool = True,
+           exclude_zero: bool = False) -> st.SearchStrategy[float]:
+    """Values of ``fmt`` (as Python floats) of every class, each class drawn often: zeros
+    of both signs, subnormals, normals, the extremes (largest, smallest normal, smallest
+    subnormal), and with ``finite=False`` infinities (where the format has them) and NaN.
+
+    >>> import fpsim, fpsim.testing as ft
+    >>> from hypothesis import given
+    >>> @given(ft.values("fp8_e4m3", finite=False))
+    ... def test(v):
+    ...     assert v != v or fpsim.round(v, "fp8_e4m3") == v
+    >>> test()
+    """
+    fmt = as_format(fmt)
+    finite, subnormals, exclude_zero = (boolean(finite, "finite"),
+                                        boolean(subnormals, "subnormals"),
+                                        boolean(exclude_zero, "exclude_zero"))
+    t, emin, emax = fmt.man_bits, fmt.emin, fmt.emax
+    signs = st.sampled_from([1.0, -1.0])
+    normal = st.builds(
+        lambda s, e, m: s * float(np.ldexp(float(m), e - t)), signs,
+        st.integers(emin, emax), st.integers(1 << t, (1 << (t + 1)) - 1)
+    ).filter(lambda v: abs(v) <= fmt.max)
+    extremes = [fmt.max, -fmt.max, fmt.smallest_normal, -fmt.smallest_normal]
+    classes = [normal]
+    if subnormals:
+        classes.append(st.builds(lambda s, m: s * float(np.ldexp(float(m), emin - t)), signs,
+                                 st.integers(1, (1 << t) - 1)))
+        extremes += [fmt.smallest_subnormal, -fmt.smallest_subnormal]
+    classes.append(st.sampled_from(extremes))
+    if not exclude_zero:
+        classes.append(st.sampled_from([0.0, -0.0]))
+    if not finite:
+        classes.append(st.sampled_from([np.inf, -np.inf, np.nan] if fmt.infinities
+                                       else [np.nan]))
+    return st.one_of(classes)
+
+
+def bits(fmt: Format | str) -> st.SearchStrategy[int]:
+    """Encodings of ``fmt``: integers in 0..2**bits - 1 (``fpsim.from_bits`` decodes them).
+
+    >>> import fpsim, fpsim.testing as ft
+    >>> from hypothesis import given
+    >>> @given(ft.bits("fp16"))
+    ... def test(code):
+    ...     v = fpsim.from_bits(code, "fp16")
+    ...     assert v != v or fpsim.to_bits(v, "fp16") == code
+    >>> test()
+    """
+    fmt = as_format(fmt)
+    return st.integers(0, (1 << fmt.bits) - 1)
+
+
+def near_ties(fmt: Format | str, rounding: str = "nearest_even") -> st.SearchStrategy[float]:
+    """Binary64 inputs where rounding to ``fmt`` in mode ``rounding`` decides: for the
+    nearest modes the midpoints between neighbouring values of the format, for the
+    others the values themselves, each exactly and one binary64 step either side.
+
+    >>> import fpsim, fpsim.testing as ft
+    >>> from hypothesis import given
+    >>> @given(ft.near_ties("bf16", "nearest_even"))
+    ... def test(x):  # the bit trick rounds ties to even too
+    ...     ft.assert_correctly_rounded(fpsim.round(x, "bf16"), x, "bf16")
+    >>> test()
+    """
+    fmt = as_format(fmt)
+    if rounding not in CODES:
+        raise ValueError(f"unknown rounding mode {rounding!r}; known modes: {', '.join(CODES)}")
+    nearest = rounding in ("nearest_even", "nearest_away")
+    largest = int(to_bits(fmt.max, fmt))
+
+    def boundary(code: int, step: int) -> float:
+        v = float(from_bits(code, fmt))
+        if nearest:
+            # Above the largest value, the next one as if the exponent went on: the
+            # midpoint is where rounding to nearest overflows.
+            above = (float(from_bits(code + 1, fmt)) if code < largest
+                     else v + 2.0 ** (fmt.emax - fmt.man_bits))
+            v += (above - v) / 2
+        return float(np.nextafter(v, np.inf * step)) if step else v
+
+    return st.builds(lambda c, s, neg: (-1.0 if neg else 1.0) * boundary(c, s),
+                     st.integers(0, largest), st.sampled_from([-1, 0, 1]), st.booleans())
+
+
+def arrays(fmt: Format | str, shape=None, **options) -> st.SearchStrategy[np.ndarray]:
+    """NumPy float64 arrays of values of ``fmt`` (``values``' options), of ``shape`` (a
+    shape or a strategy of shapes; by default up to 3 dimensions of up to 6 elements,
+    zero-size ones included).
+
+    >>> import fpsim, fpsim.testing as ft
+    >>> from hypothesis import given
+    >>> @given(ft.arrays("fp16", finite=False))
+    ... def test(a):
+    ...     ft.assert_bits_equal(fpsim.round(a, "fp16"), a, "fp16")
+    >>> test()
+    """
+    shape = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6) if shape is None \
+        else shape
+    return hnp.arrays(np.float64, shape, elements=values(fmt, **options))
+
+
+def formats(*, infinities: bool | None = None, max_bits: int = 64) -> st.SearchStrategy[Format]:
+    """Custom binary formats: 2..11 exponent bits, 1..52 fraction bits, at most
+    ``max_bits`` bits wide; IEEE style or (``infinities=False``) the finite style.
+
+    >>> import fpsim, fpsim.testing as ft
+    >>> from hypothesis import given
+    >>> @given(ft.formats(max_bits=16))
+    ... def test(fmt):
+    ...     assert fpsim.round(fmt.max, fmt) == fmt.max and fmt.bits <= 16
+    >>> test()
+    """
+    styles = st.booleans() if infinities is None else st.just(boolean(infinities, "infinities"))
+
+    @st.composite
+    def build(draw):
+        ieee = draw(styles)
+        e = draw(st.integers(2, 11 if ieee else 10))
+        m = draw(st.integers(1, max(1, min(52, max_bits - 1 - e))))
+        return Format(e, m, infinities=ieee)
+
+    return build()
+
+
+def roundings(*, stochastic: bool = True) -> st.SearchStrategy[str]:
+    """Rounding-mode names (every one, or all but ``"stochastic"``).
+
+    >>> import fpsim, fpsim.testing as ft
+    >>> from hypothesis import given
+    >>> @given(ft.roundings(stochastic=False))
+    ... def test(mode):
+    ...     assert fpsim.round(0.5, "fp16", mode) == 0.5
+    >>> test()
+    """
+    return st.sampled_from([m for m in CODES if stochastic or m != "stochastic"])

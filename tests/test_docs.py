@@ -1,0 +1,61 @@
+"""The worked examples of docs/testing.md and the docstring examples of fpsim.testing run
+as doctests; fpsim.testing's imports stay out of ``import fpsim``."""
+
+import doctest
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+import fpsim.testing.assertions
+import fpsim.testing.strategies
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+@pytest.fixture(autouse=True)
+def no_deadline():
+    # A first call compiles fpsim's kernels: slower than Hypothesis's default deadline.
+    settings.register_profile("docs", deadline=None)
+    previous = settings._current_profile
+    settings.load_profile("docs")
+    yield
+    settings.load_profile(previous or "default")
+
+
+def test_docs_testing_md():
+    result = doctest.testfile(str(DOCS / "testing.md"), module_relative=False, optionflags=FLAGS)
+    assert result.attempted > 10 and result.failed == 0
+
+
+@pytest.mark.parametrize("module", [fpsim.testing.assertions, fpsim.testing.strategies])
+def test_docstring_examples(module):
+    result = doctest.testmod(module, optionflags=FLAGS)
+    assert result.attempted > 3 and result.failed == 0
+
+
+def test_import_fpsim_does_not_import_hypothesis():
+    code = ("import sys, fpsim, fpsim.testing\n"
+            "fpsim.testing.assert_bits_equal([1.0], [1.0], 'fp16')\n"
+            "print('hypothesis' in sys.modules)\n"
+            "fpsim.testing.values\n"
+            "print('hypothesis' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True"]
+
+
+def test_assertions_refuse_what_is_not_of_the_format():
+    with pytest.raises(AssertionError, match=r"actual\[0\] = 0.1 is not a value of fp16"):
+        fpsim.testing.assert_bits_equal([0.1], [0.1], "fp16")
+    with pytest.raises(AssertionError, match="shapes differ"):
+        fpsim.testing.assert_bits_equal([1.0, 2.0], [1.0], "fp16")
+    with pytest.raises(ValueError, match="max_ulp must be a non-negative integer"):
+        fpsim.testing.assert_ulp_close([1.0], [1.0], "fp16", max_ulp=-1)
+    with pytest.raises(ValueError, match="at most 51 fraction bits"):
+        from fractions import Fraction
+
+        fpsim.testing.assert_correctly_rounded([1.0], [Fraction(1, 3)], "fp64")
