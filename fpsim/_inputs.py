@@ -10,6 +10,7 @@ from types import ModuleType
 
 import numpy as np
 
+from fpsim._dtypes import is_ml_dtype, widen
 from fpsim.backends.protocol import is_device_array
 
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -72,8 +73,11 @@ def _host_array(arr: np.ndarray, name: str) -> np.ndarray:
     integers taken when float64 holds them exactly; anything else refused."""
     if arr.dtype in FLOAT_DTYPES:
         return arr
-    if arr.dtype.kind == "f" and arr.dtype.itemsize <= 8:
+    if arr.dtype.kind == "f" and arr.dtype.itemsize <= 8 and not is_ml_dtype(arr.dtype):
         return arr.astype(arr.dtype.newbyteorder("="))  # another byte order: same values
+    wide = widen(arr)  # ml_dtypes' bfloat16, float8, ...: float32 holds them all
+    if wide is not None:
+        return _host_array(wide, name)
     if arr.dtype.kind in "iu":
         with np.errstate(all="ignore"):
             wide = arr.astype(np.float64)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from fpsim._dtypes import is_ml_dtype
 from fpsim._inputs import as_float_array, is_device_array
 from fpsim.backends import get_backend
-from fpsim.formats import Format, as_format
+from fpsim.formats import PRESETS, Format, as_format
 from fpsim.kernels.spec import make_spec
 
 _SIGN = np.uint64(1 << 63)
@@ -80,3 +83,40 @@ def from_bits(bits, fmt: Format | str) -> np.ndarray:
     value = np.where(negative, -value, value)
     out = value.reshape(arr.shape)
     return out[()] if arr.ndim == 0 else out
+
+
+@functools.lru_cache(maxsize=64)
+def format_of_dtype(dtype: np.dtype) -> Format | None:
+    """The format whose values ``dtype`` holds, value for value and encoding for
+    encoding (NaNs as a class); None when it is none of fpsim's (ml_dtypes' fnuz types
+    have no -0, its fn types of under 8 bits no NaN)."""
+    dtype = np.dtype(dtype)
+    natives = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
+               np.dtype(np.float64): "fp64"}
+    if dtype in natives:
+        return PRESETS[natives[dtype]]
+    if not is_ml_dtype(dtype) or dtype.itemsize > 2:
+        return None
+    import ml_dtypes
+
+    try:
+        info = ml_dtypes.finfo(dtype)
+    except ValueError:  # an integer type
+        return None
+    codes = np.arange(2 ** (8 * dtype.itemsize), dtype=np.uint64)
+    stored = codes.astype({1: np.uint8, 2: np.uint16}[dtype.itemsize]).view(dtype)
+    with np.errstate(invalid="ignore"):
+        values = stored.astype(np.float64)
+    has_inf = bool(np.isinf(values).any())
+    for exp_bits in {info.nexp, 8 * dtype.itemsize - 1 - info.nmant}:
+        try:
+            fmt = Format(int(exp_bits), int(info.nmant), infinities=has_inf)
+        except ValueError:
+            continue
+        if fmt.bits != 8 * dtype.itemsize:
+            continue
+        ours = np.asarray(from_bits(codes, fmt), dtype=np.float64)
+        same = (ours == values) & (np.signbit(ours) == np.signbit(values))
+        if np.all(same | (np.isnan(ours) & np.isnan(values))):
+            return next((p for p in PRESETS.values() if p == fmt), fmt)
+    return None

@@ -50,8 +50,9 @@ def sum(
             raise ValueError(f"c of shape {c.shape} does not broadcast to {shape}") from None
         c = c.reshape(-1, 1)
     # Each term is multiplied by one, exactly: a sum is a product with a vector of ones
-    # (a broadcast view: nothing the size of K is made when there is nothing to sum).
-    ones = xp.broadcast_to(xp.ones((1, 1)), (terms.shape[1], 1))
+    # (a broadcast view: nothing the size of K is made when there is nothing to sum; in
+    # float16, which widens no result: the dtype follows x and the accumulator).
+    ones = xp.broadcast_to(xp.ones((1, 1), dtype=np.float16), (terms.shape[1], 1))
     result = accumulate(
         terms, ones, accum=accum, rounding=rounding, order=order, products="exact", out=out,
         c=c, subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits,

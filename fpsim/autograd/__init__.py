@@ -2,7 +2,7 @@
 by the current precision policy (``fpsim.precision``)."""
 
 from fpsim.autograd import dot, losses, normalization, pointwise, reductions, shape
-from fpsim.autograd.cast import cast
+from fpsim.autograd.cast import cast, to
 from fpsim.autograd.tensor import Tensor, as_tensor, grad_enabled, no_grad
 
 
@@ -33,6 +33,7 @@ Tensor.tanh = pointwise.tanh
 Tensor.sigmoid = pointwise.sigmoid
 Tensor.exp = pointwise.exp
 Tensor.log = pointwise.log
+Tensor.to = to
 
 
 def tensor(data, requires_grad: bool = False, *, format=None) -> Tensor:

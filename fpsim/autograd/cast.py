@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fpsim.autograd.tensor import Tensor, as_tensor
-from fpsim.formats import Format
+from fpsim.formats import Format, as_format
 from fpsim.precision import numerics
 from fpsim.precision.policy import OPERATIONS, Policy, current
 
@@ -27,3 +27,9 @@ def cast(x, fmt: Format, policy: Policy) -> Tensor:
 def compute(x, policy: Policy) -> Tensor:
     """``x`` in the policy's compute format (the inputs of pointwise and dot operations)."""
     return cast(x, policy.compute, policy)
+
+
+def to(x, fmt: Format | str) -> Tensor:
+    """``x`` rounded to ``fmt`` by the current policy (``Tensor.to``): a differentiable
+    cast, its gradients flowing back unchanged and rounded to ``x``'s format."""
+    return cast(x, as_format(fmt), current())

@@ -47,6 +47,7 @@ class Tensor:
     """An array of values of ``format``, with an optional gradient."""
 
     __array_priority__ = 100
+    __array_ufunc__ = None  # ndarray op Tensor defers to the Tensor's operator
 
     def __init__(self, data, requires_grad: bool = False, *, format: Format | str | None = None):
         """``data`` (an array, numbers, a Tensor) as a leaf tensor.
@@ -180,8 +181,25 @@ class Tensor:
     def size(self) -> int:
         return self.data.size
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype holding the values (float64 for an emulated format)."""
+        return self.data.dtype
+
     def numpy(self) -> np.ndarray:
+        """The values, as a NumPy array (not a copy)."""
         return self.data
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        # NumPy's protocol: np.asarray(tensor) is its values (exactly: a narrower dtype is
+        # refused, not rounded; round with fpsim.round or .to(format) first).
+        if dtype is None or np.dtype(dtype) == self.data.dtype:
+            return self.data.copy() if copy else self.data
+        wide = self.data.astype(dtype)
+        if not np.array_equal(wide.astype(self.data.dtype), self.data, equal_nan=True):
+            raise ValueError(f"a {self.format.name} tensor's values do not all fit "
+                             f"{np.dtype(dtype)}: round them first (tensor.to(format))")
+        return wide
 
     def item(self) -> float:
         if self.data.size != 1:
@@ -205,7 +223,8 @@ class Tensor:
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"Tensor({self.data!r}, format={self.format.name}{grad})"
 
-    # Operators delegate to fpsim.autograd.ops, bound in fpsim/autograd/__init__.py.
+    # Operators and .to(format) delegate to the operation modules, bound in
+    # fpsim/autograd/__init__.py.
 
 
 def _booleans(data) -> bool:
