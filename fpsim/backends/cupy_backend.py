@@ -183,32 +183,29 @@ class Backend:
         return -1 if index == x.size else index
 
     def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
-        total = cuda.to_device(np.zeros(len(COUNTERS), dtype=np.int64))
-        if out.size == 0:
-            return total.copy_to_host()
-        a, b, c = (self.to_device(v) for v in (A, B, C))
-        d_out = self.output(out)
-        per_group = A.shape[0] // B.shape[0]
+        per_group = A.shape[0] // max(B.shape[0], 1)
         stream = np.uint64(0 if key is None else key)
         if order == "pairwise":
             program = pairwise_program(A.shape[1], has_c)
             if stack_depth(program) > cuda_loops.MAX_DEPTH:
                 raise ValueError(f"a pairwise sum of {A.shape[1]} terms is too deep for the GPU")
-            self.launch(cuda_loops.accumulate_pairwise, out.size, a, b, c, d_out, total, stream,
-                        spec, per_group, cuda.to_device(program), key is not None, want_stats)
-        else:
-            self.launch(cuda_loops.accumulate_sequential, out.size, a, b, c, d_out, total,
-                        stream, spec, per_group, rounded, key is not None, want_stats)
-        self.deliver(d_out, out)
-        return total.copy_to_host()
+            return self.accumulation(cuda_loops.accumulate_pairwise, A, B, C, out, stream, spec,
+                                     per_group, cuda.to_device(program), key is not None,
+                                     want_stats)
+        return self.accumulation(cuda_loops.accumulate_sequential, A, B, C, out, stream, spec,
+                                 per_group, rounded, key is not None, want_stats)
 
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
+        return self.accumulation(cuda_loops.accumulate_blocks, A, B, C, out, hw, out_spec,
+                                 block, A.shape[0] // max(B.shape[0], 1), want_stats)
+
+    def accumulation(self, template, A, B, C, out, *options) -> np.ndarray:
+        """Run an accumulation loop, one thread per output element: the ``COUNTERS``."""
         total = cuda.to_device(np.zeros(len(COUNTERS), dtype=np.int64))
         if out.size == 0:
             return total.copy_to_host()
         a, b, c = (self.to_device(v) for v in (A, B, C))
         d_out = self.output(out)
-        self.launch(cuda_loops.accumulate_blocks, out.size, a, b, c, d_out, total, hw, out_spec,
-                    block, A.shape[0] // B.shape[0], want_stats)
+        self.launch(template, out.size, a, b, c, d_out, total, *options)
         self.deliver(d_out, out)
         return total.copy_to_host()

@@ -13,16 +13,10 @@ import numpy as np
 
 import fpsim
 from fpsim.compare.cases import Case, Record, skipped
-from fpsim.compare.inputs import around, binary16_operands
+from fpsim.compare.inputs import around, binary16_operands, halves
 
 NUMPY_HALF = ("NumPy float16 {op}: the operands widened to binary32, the binary32 result "
               "rounded to binary16")
-
-
-def halves(rng, shape, low=-8, high=4) -> np.ndarray:
-    """Finite binary16 values (float16) of moderate size: sums of many stay finite."""
-    x = rng.standard_normal(shape) * np.exp2(rng.integers(low, high, shape))
-    return np.asarray(fpsim.round(x, "fp16"), dtype=np.float16)
 
 
 def elementwise_cases(rng, size: int) -> Iterator[Case]:

@@ -17,7 +17,7 @@ import numpy as np
 
 import fpsim
 from fpsim.compare.cases import Case, Record, skipped
-from fpsim.compare.inputs import around, binary16_operands
+from fpsim.compare.inputs import around, binary16_operands, halves
 
 # cuBLAS and CUDA enumerations (cublas_api.h, library_types.h).
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
@@ -161,9 +161,9 @@ def device_or_reason():
         return None, f"no usable GPU ({type(exc).__name__}: {exc})"
 
 
-def halves(rng, shape, low=-8, high=4) -> np.ndarray:
-    x = rng.standard_normal(shape) * np.exp2(rng.integers(low, high, shape))
-    return np.asarray(fpsim.round(x, "fp16"), dtype=np.float64)
+def wide_halves(rng, shape) -> np.ndarray:
+    """``inputs.halves`` as float64: the emulations' results keep binary64's dtype."""
+    return halves(rng, shape).astype(np.float64)
 
 
 def elementwise(dev, rng, size: int) -> Iterator[Case]:
@@ -206,7 +206,7 @@ def conversions(dev, rng, size: int) -> Iterator[Case]:
 def reductions(dev, rng, size: int) -> Iterator[Case]:
     xp = dev.xp
     n = 1000
-    x = halves(rng, (max(1, size // n), n))
+    x = wide_halves(rng, (max(1, size // n), n))
     dx = xp.asarray(x.astype(np.float16))
     yield Case("gpu fp16 sum", f"cupy.sum of float16 arrays on {dev.name}, {n} terms a row",
                "fpsim.sum(x, axis=1, ...)", "fp16", dev.to_host(xp.sum(dx, axis=1)), {
@@ -231,7 +231,7 @@ def gemm_inputs(rng, shape_a, shape_b, inputs: str) -> tuple[np.ndarray, np.ndar
     if inputs == "fp32":
         return tuple(rng.standard_normal(s).astype(np.float32).astype(np.float64)
                      for s in (shape_a, shape_b))
-    return tuple(np.asarray(fpsim.round(halves(rng, s), inputs), dtype=np.float64)
+    return tuple(np.asarray(fpsim.round(wide_halves(rng, s), inputs), dtype=np.float64)
                  for s in (shape_a, shape_b))
 
 
@@ -281,8 +281,8 @@ def products(dev, rng, size: int) -> Iterator[Case]:
                        f"cublasGemmEx on {dev.name} ({what})",
                        f"fpsim.matmul (preset {dev.preset.name})", fmt,
                        dev.gemm(a, b, inputs, compute), candidates)
-    a = halves(rng, (side, side))
-    b = halves(rng, (side, side))
+    a = wide_halves(rng, (side, side))
+    b = wide_halves(rng, (side, side))
     xp = dev.xp
     hardware = dev.to_host(xp.matmul(xp.asarray(a, dtype=xp.float16),
                                      xp.asarray(b, dtype=xp.float16)))

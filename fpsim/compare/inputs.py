@@ -6,6 +6,7 @@ import numpy as np
 
 from fpsim.bits import from_bits, to_bits
 from fpsim.formats import Format, as_format
+from fpsim.rounding import round as round_to
 
 
 def encodings(rng: np.random.Generator, fmt: Format | str, n: int) -> np.ndarray:
@@ -29,6 +30,12 @@ def near(rng: np.random.Generator, fmt: Format | str, x: np.ndarray) -> np.ndarr
     top = to_bits(fmt.max, fmt).astype(np.int64)
     mag = np.clip(mag, 0, top)
     return np.asarray(from_bits((mag | sign).astype(np.uint64), fmt), dtype=np.float64)
+
+
+def halves(rng: np.random.Generator, shape, low: int = -8, high: int = 4) -> np.ndarray:
+    """Finite binary16 values (float16) of moderate size: sums of many stay finite."""
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(low, high, shape))
+    return np.asarray(round_to(x, "fp16"), dtype=np.float16)
 
 
 def binary16_operands(rng: np.random.Generator, n: int, arity: int) -> list[np.ndarray]:
