@@ -3,7 +3,10 @@ by the current precision policy (``fpsim.precision``)."""
 
 from fpsim.autograd import dot, losses, normalization, pointwise, reductions, shape
 from fpsim.autograd.cast import cast, to
-from fpsim.autograd.tensor import Tensor, as_tensor, grad_enabled, no_grad
+from fpsim.autograd.tensor import Tensor, as_tensor, grad_enabled, no_grad, tensor
+
+# tensor() is defined in fpsim.autograd.tensor so that the documentation tools (griffe),
+# which see that submodule where Python sees the function, find it there.
 
 
 def _reflected(op):
@@ -34,11 +37,6 @@ Tensor.sigmoid = pointwise.sigmoid
 Tensor.exp = pointwise.exp
 Tensor.log = pointwise.log
 Tensor.to = to
-
-
-def tensor(data, requires_grad: bool = False, *, format=None) -> Tensor:
-    """A leaf Tensor (float data keeps its dtype's format; integers become float64)."""
-    return Tensor(data, requires_grad, format=format)
 
 
 __all__ = ["Tensor", "as_tensor", "cast", "dot", "grad_enabled", "losses", "no_grad",

@@ -31,7 +31,21 @@ _FORMAT_OF_DTYPE = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
 
 @contextlib.contextmanager
 def no_grad():
-    """Operations inside build no graph."""
+    """Operations inside build no graph (a context manager, as ``torch.no_grad``).
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> w = fpsim.tensor([1.5], requires_grad=True)
+    >>> with fpsim.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad, (w * 2).requires_grad
+    (False, True)
+    """
     _grad_enabled.append(False)
     try:
         yield
@@ -40,11 +54,76 @@ def no_grad():
 
 
 def grad_enabled() -> bool:
+    """Whether operations build a graph now (False inside ``no_grad()``).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> with fpsim.no_grad():
+    ...     fpsim.autograd.grad_enabled()
+    False
+    >>> fpsim.autograd.grad_enabled()
+    True
+    """
     return _grad_enabled[-1]
 
 
 class Tensor:
-    """An array of values of ``format``, with an optional gradient."""
+    """An array of values of ``format``, with an optional gradient.
+
+    Parameters
+    ----------
+    data : array_like or Tensor
+        The values: floats, integers (exactly representable in float64) or booleans
+        (taken as 0.0 and 1.0).
+    requires_grad : bool, default False
+        Whether ``backward()`` computes this leaf's gradient.
+    format : Format or str, optional
+        Round the data to this format (nearest even); without it, float16, float32 and
+        float64 data are values of fp16, fp32 and fp64, and integers of fp64.
+
+    Attributes
+    ----------
+    data : numpy.ndarray
+        The values, all of them values of ``format`` (float64 for an emulated format).
+    format : Format
+        The format of the values, and of the gradient.
+    requires_grad : bool
+        Whether a gradient flows to this tensor.
+    grad : numpy.ndarray or None
+        The gradient accumulated by ``backward()``, rounded to ``format``.
+    op : str
+        The operation that made this tensor (``"leaf"`` for a leaf).
+
+    Raises
+    ------
+    ValueError
+        If ``data`` is not numbers, or holds integers float64 does not hold exactly.
+
+    Notes
+    -----
+    The operators (``+ - * / ** @``, unary ``-``, indexing) and the methods
+    ``reshape``, ``transpose``, ``T``, ``sum``, ``mean``, ``relu``, ``tanh``,
+    ``sigmoid``, ``exp``, ``log`` and ``to`` are the functions of
+    ``fpsim.nn.functional`` (defined in ``fpsim.autograd.pointwise``, ``dot``,
+    ``reductions``, ``shape`` and ``cast``): each result is rounded by the current
+    precision policy, and so is each gradient.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> x = fpsim.tensor([0.1, 2.0], requires_grad=True, format="fp16")
+    >>> x
+    Tensor(array([0.09997559, 2.        ]), format=fp16, requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([0.19995117, 4.        ])
+    """
 
     __array_priority__ = 100
     __array_ufunc__ = None  # ndarray op Tensor defers to the Tensor's operator
@@ -81,7 +160,20 @@ class Tensor:
 
     @classmethod
     def wrap(cls, data: np.ndarray, fmt: Format) -> Tensor:
-        """A tensor of ``data``, which already holds values of ``fmt`` (not checked)."""
+        """A tensor of ``data``, which already holds values of ``fmt`` (not checked).
+
+        Parameters
+        ----------
+        data : numpy.ndarray
+            Values of ``fmt``, taken as they are (not copied, not rounded).
+        fmt : Format
+            Their format.
+
+        Returns
+        -------
+        Tensor
+            A leaf that does not require grad.
+        """
         out = cls.__new__(cls)
         out._set(data, fmt)
         return out
@@ -90,8 +182,28 @@ class Tensor:
     @classmethod
     def node(cls, data: np.ndarray, fmt: Format, parents: Sequence[Tensor],
              backward: Callable, policy: Policy, op: str) -> Tensor:
-        """The output of operation ``op``; ``backward(g)`` gives the parents' gradients
-        (None for none, or ``(gradient, format its values are in)``)."""
+        """The output of operation ``op``, in the graph when a parent requires grad.
+
+        Parameters
+        ----------
+        data : numpy.ndarray
+            The output's values, already rounded to ``fmt``.
+        fmt : Format
+            Their format.
+        parents : sequence of Tensor
+            The operation's inputs.
+        backward : callable
+            ``backward(g)`` gives a gradient per parent: an array, None for none, or
+            ``(gradient, format its values are in)``.
+        policy : Policy
+            The policy the operation ran under (it rounds the gradients).
+        op : str
+            The operation's name.
+
+        Returns
+        -------
+        Tensor
+        """
         out = cls.wrap(data, fmt)
         if grad_enabled() and any(p.requires_grad for p in parents):
             out.requires_grad = True
@@ -102,7 +214,12 @@ class Tensor:
         return out
 
     def graph(self) -> list[Tensor]:
-        """The tensors this one depends on (itself included), inputs before outputs."""
+        """The tensors this one depends on (itself included), inputs before outputs.
+
+        Returns
+        -------
+        list of Tensor
+        """
         order: list[Tensor] = []
         seen: set[int] = set()
         stack: list[tuple[Tensor, bool]] = [(self, False)]
@@ -121,7 +238,25 @@ class Tensor:
     def backward(self, gradient=None) -> None:
         """Accumulate d(self)/d(leaf) * gradient into every tensor's ``.grad``.
 
-        ``gradient`` defaults to one (a loss scale S seeds S instead).
+        Parameters
+        ----------
+        gradient : array_like, optional
+            The seed, of this tensor's shape; one by default, for a one-element tensor
+            (a loss scale S seeds S instead).
+
+        Raises
+        ------
+        ValueError
+            If this tensor does not require grad, or the seed is missing for (or has
+            another shape than) a tensor of more than one element.
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> w = fpsim.tensor([3.0], requires_grad=True)
+        >>> (w * w).sum().backward(1024.0)
+        >>> w.grad
+        array([6144.])
         """
         if not self.requires_grad:
             raise ValueError("backward() on a tensor that does not require grad")
@@ -155,7 +290,14 @@ class Tensor:
     def accumulate_grad(self, g, policy: Policy, source: Format | None = None) -> None:
         """Add ``g`` (broadcast-reduced to this shape) into ``.grad``, rounded to the format.
 
-        ``source``: the format ``g``'s values are known to lie in.
+        Parameters
+        ----------
+        g : array_like
+            The gradient to add.
+        policy : Policy
+            The policy whose rounding and reduction format apply.
+        source : Format, optional
+            The format ``g``'s values are known to lie in.
         """
         g = np.asarray(g)
         if g.shape != self.shape:
@@ -171,14 +313,17 @@ class Tensor:
     # -- conveniences ------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
+        """The shape of ``data``."""
         return self.data.shape
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions of ``data``."""
         return self.data.ndim
 
     @property
     def size(self) -> int:
+        """The number of elements of ``data``."""
         return self.data.size
 
     @property
@@ -187,7 +332,12 @@ class Tensor:
         return self.data.dtype
 
     def numpy(self) -> np.ndarray:
-        """The values, as a NumPy array (not a copy)."""
+        """The values, as a NumPy array (not a copy).
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return self.data
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
@@ -202,11 +352,34 @@ class Tensor:
         return wide
 
     def item(self) -> float:
+        """The value of a one-element tensor, as a Python float.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            If the tensor has more than one element.
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.tensor([0.1], format="bf16").item()
+        0.10009765625
+        """
         if self.data.size != 1:
             raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
         return float(self.data.reshape(-1)[0])
 
     def detach(self) -> Tensor:
+        """The same values and format, outside the graph (no gradient flows through it).
+
+        Returns
+        -------
+        Tensor
+        """
         return Tensor.wrap(self.data, self.format)
 
     def __len__(self) -> int:
@@ -240,8 +413,31 @@ def _booleans(data) -> bool:
 
 
 def as_tensor(x) -> Tensor:
-    """``x`` as a Tensor (constants get the exact format of their dtype); ``TypeError``
-    for anything that is not numbers (``tensor + None``)."""
+    """``x`` as a Tensor: itself if it is one, else a constant of its dtype's format.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        A Python number becomes an fp64 constant; an array keeps its dtype's format.
+
+    Returns
+    -------
+    Tensor
+
+    Raises
+    ------
+    TypeError
+        For anything that is not numbers (``tensor + None``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.autograd import as_tensor
+    >>> as_tensor(3)
+    Tensor(array(3.), format=fp64)
+    >>> as_tensor(np.float16(0.5)).format.name
+    'fp16'
+    """
     if isinstance(x, Tensor):
         return x
     if not isinstance(x, (numbers.Real, np.ndarray, np.generic, list, tuple)) or isinstance(
@@ -251,6 +447,41 @@ def as_tensor(x) -> Tensor:
     if isinstance(x, numbers.Real) and not isinstance(x, (np.generic, bool)):
         return Tensor(np.asarray(as_float_array(x, "operand"), dtype=np.float64))
     return Tensor(x)
+
+
+def tensor(data, requires_grad: bool = False, *, format=None) -> Tensor:
+    """A leaf Tensor (float data keeps its dtype's format; integers become float64).
+
+    Parameters
+    ----------
+    data : array_like or Tensor
+        The values: floats, integers (exactly representable in float64) or booleans.
+    requires_grad : bool, default False
+        Whether ``backward()`` computes this leaf's gradient.
+    format : Format or str, optional
+        Round the data to this format (nearest even); without it, float16, float32 and
+        float64 data are values of fp16, fp32 and fp64.
+
+    Returns
+    -------
+    Tensor
+        A new leaf.
+
+    Raises
+    ------
+    ValueError
+        If ``data`` is not numbers, or integers that float64 does not hold exactly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> fpsim.tensor([0.1, 1.0], format="fp16")
+    Tensor(array([0.09997559, 1.        ]), format=fp16)
+    >>> fpsim.tensor(np.float32([0.5, 2.0])).format.name
+    'fp32'
+    """
+    return Tensor(data, requires_grad, format=format)
 
 
 def reduce_broadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy,
