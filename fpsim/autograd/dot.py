@@ -22,7 +22,33 @@ def _swap(v: np.ndarray) -> np.ndarray:
 
 
 def matmul(a, b) -> Tensor:
-    """``a @ b`` for arrays of at least two dimensions (batch dimensions broadcast)."""
+    """``a @ b`` for arrays of at least two dimensions (batch dimensions broadcast).
+
+    Parameters
+    ----------
+    a, b : Tensor or array_like
+        (..., M, K) and (..., K, N), cast to the compute format.
+
+    Returns
+    -------
+    Tensor
+        (..., M, N): the products accumulated in the ``accum`` format (in the policy's
+        order), the result rounded to the compute format.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not multiply.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.matmul(fpsim.tensor([[1.0, 2.0]]), fpsim.tensor([[0.1], [0.2]]))
+    Tensor(array([[0.5]]), format=fp16)
+    """
     p = op_policy("matmul")
     a, b = compute(a, p), compute(b, p)
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
@@ -47,7 +73,31 @@ def matmul(a, b) -> Tensor:
 
 
 def linear(x, weight, bias=None) -> Tensor:
-    """``x @ weight.T + bias`` with ``weight`` of shape (out_features, in_features)."""
+    """``x @ weight.T + bias`` with ``weight`` of shape (out_features, in_features).
+
+    Parameters
+    ----------
+    x : Tensor or array_like
+        (..., in_features).
+    weight : Tensor or array_like
+        (out_features, in_features), cast to the compute format.
+    bias : Tensor or array_like, optional
+        (out_features,), added by ``add``.
+
+    Returns
+    -------
+    Tensor
+        (..., out_features), in the compute format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.linear(fpsim.tensor([[1.0, 2.0]]), fpsim.tensor([[0.5, 0.25]]), fpsim.tensor([0.1]))
+    Tensor(array([[1.09960938]]), format=fp16)
+    """
     from fpsim.autograd.pointwise import add
 
     p = op_policy("matmul")
@@ -73,7 +123,39 @@ def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape, stride, padding, p) -
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0) -> Tensor:
-    """2-D cross-correlation, NCHW: ``x`` (N, C, H, W), ``weight`` (O, C, KH, KW)."""
+    """2-D cross-correlation, NCHW: ``x`` (N, C, H, W), ``weight`` (O, C, KH, KW).
+
+    Parameters
+    ----------
+    x : Tensor or array_like
+        (N, C, H, W), cast to the compute format.
+    weight : Tensor or array_like
+        (O, C, KH, KW), cast to the compute format.
+    bias : Tensor or array_like, optional
+        (O,).
+    stride : int or (int, int), default 1
+        The step of the window.
+    padding : int or (int, int), default 0
+        Zeros added on each side of H and W.
+
+    Returns
+    -------
+    Tensor
+        (N, O, OH, OW): inner products accumulated in ``accum`` (as ``fpsim.conv2d``),
+        rounded to the compute format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> import numpy as np
+    >>> x = fpsim.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> with half:
+    ...     F.conv2d(x, fpsim.tensor(np.ones((1, 1, 2, 2))), stride=2)
+    Tensor(array([[[[10., 18.],
+                     [42., 50.]]]]), format=fp16)
+    """
     from fpsim.autograd.pointwise import add
     from fpsim.autograd.shape import reshape
 

@@ -14,6 +14,7 @@ from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 
 REDUCTIONS = ("mean", "sum")
+"""The ``reduction`` arguments the losses take."""
 
 
 def _check_reduction(reduction: str) -> None:
@@ -29,7 +30,37 @@ def _loss(terms: np.ndarray, n: int, p) -> np.ndarray:
 
 
 def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
-    """Softmax cross-entropy of ``logits`` (N, C) against integer classes ``target`` (N,)."""
+    """Softmax cross-entropy of ``logits`` (N, C) against integer classes ``target`` (N,).
+
+    Parameters
+    ----------
+    logits : Tensor or array_like
+        (N, C), cast to the compute format.
+    target : array_like of int
+        (N,), classes in 0..C-1.
+    reduction : {'mean', 'sum'}, default 'mean'
+        How the per-example terms are combined (in ``reduce``).
+
+    Returns
+    -------
+    Tensor
+        A scalar in the ``output`` format; the gradient sent back to ``logits`` is
+        rounded to the compute format (where small gradients underflow).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``reduction``, or targets that are not classes.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.cross_entropy(fpsim.tensor([[2.0, 0.0]]), [0])
+    Tensor(array(0.12692805), format=fp32)
+    """
     _check_reduction(reduction)
     p = op_policy("cross_entropy")
     x = compute(logits, p)
@@ -55,7 +86,36 @@ def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
 
 
 def mse_loss(prediction, target, reduction: str = "mean") -> Tensor:
-    """Mean (or sum) of squared differences, ``target`` a constant array."""
+    """Mean (or sum) of squared differences, ``target`` a constant array.
+
+    Parameters
+    ----------
+    prediction : Tensor or array_like
+        Cast to the compute format.
+    target : array_like
+        Of the same shape; no gradient flows to it.
+    reduction : {'mean', 'sum'}, default 'mean'
+        How the per-example terms are combined (in ``reduce``).
+
+    Returns
+    -------
+    Tensor
+        A scalar in the ``output`` format.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``reduction``.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.mse_loss(fpsim.tensor([1.0, 2.0]), [0.0, 0.0])
+    Tensor(array(2.5), format=fp32)
+    """
     _check_reduction(reduction)
     p = op_policy("mse_loss")
     x = compute(prediction, p)

@@ -65,8 +65,41 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
                training: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalize over every axis but the channels (axis 1) of (N, C) or (N, C, H, W).
 
-    In training, ``running_mean`` and ``running_var`` (arrays, updated in place
-    in the ``reduce`` format) follow the batch statistics, the variance unbiased.
+    Parameters
+    ----------
+    x : Tensor or array_like
+        (N, C), (N, C, L) or (N, C, H, W).
+    running_mean, running_var : numpy.ndarray, optional
+        (C,): in training updated in place (in ``reduce``) toward the batch
+        statistics, the variance unbiased; outside training, used instead of them.
+    weight, bias : Tensor or array_like, optional
+        (C,): the affine transform after normalizing.
+    training : bool, default True
+        Normalize by the batch's statistics.
+    momentum : float, default 0.1
+        The weight of the batch in the running statistics.
+    eps : float, default 1e-5
+        Added to the variance.
+
+    Returns
+    -------
+    Tensor
+        Of ``x``'s shape, in the compute format; the statistics are computed in ``reduce``.
+
+    Raises
+    ------
+    ValueError
+        If the shape or the number of channels does not fit.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.batch_norm(fpsim.tensor([[1.0], [3.0]]))
+    Tensor(array([[-1.],
+                  [ 1.]]), format=fp16)
     """
     data = x.data if isinstance(x, Tensor) else np.asarray(x)
     if data.ndim not in (2, 3, 4):
@@ -92,7 +125,38 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Normalize over the trailing ``normalized_shape`` axes."""
+    """Normalize over the trailing ``normalized_shape`` axes.
+
+    Parameters
+    ----------
+    x : Tensor or array_like
+        The input.
+    normalized_shape : int or tuple of int
+        The trailing dimensions to normalize over.
+    weight, bias : Tensor or array_like, optional
+        Of ``normalized_shape``: the affine transform.
+    eps : float, default 1e-5
+        Added to the variance.
+
+    Returns
+    -------
+    Tensor
+        Of ``x``'s shape, in the compute format; the statistics are computed in ``reduce``.
+
+    Raises
+    ------
+    ValueError
+        If ``x``'s trailing dimensions are not ``normalized_shape``.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.layer_norm(fpsim.tensor([[1.0, 2.0, 3.0]]), 3)
+    Tensor(array([[-1.22460938,  0.        ,  1.22460938]]), format=fp16)
+    """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     data = x.data if isinstance(x, Tensor) else np.asarray(x)
     if data.shape[data.ndim - len(shape):] != shape:

@@ -43,27 +43,159 @@ def _binary(name: str, a, b, forward, backward) -> Tensor:
 
 
 def add(a, b) -> Tensor:
+    """``a + b``, rounded to the current policy's compute format.
+
+    Parameters
+    ----------
+    a, b : Tensor, array_like or number
+        The operands (broadcast as NumPy does), cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:  # 1 + 2**-11 is a tie: it rounds to even, 1
+    ...     F.add(fpsim.tensor([1.0, 1.0]), [2.0**-11, 2.0**-10])
+    Tensor(array([1.        , 1.00097656]), format=fp16)
+    """
     return _binary("add", a, b, np.add, lambda g, x, y: (g, g))
 
 
 def sub(a, b) -> Tensor:
+    """``a - b``, rounded to the current policy's compute format.
+
+    Parameters
+    ----------
+    a, b : Tensor, array_like or number
+        The operands (broadcast as NumPy does), cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.sub(fpsim.tensor([1.0]), 2.0**-12)
+    Tensor(array([1.]), format=fp16)
+    """
     return _binary("sub", a, b, np.subtract, lambda g, x, y: (g, -g))
 
 
 def mul(a, b) -> Tensor:
+    """``a * b``, rounded to the current policy's compute format.
+
+    Parameters
+    ----------
+    a, b : Tensor, array_like or number
+        The operands (broadcast as NumPy does), cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.mul(fpsim.tensor([0.1]), 3)
+    Tensor(array([0.29980469]), format=fp16)
+    """
     return _binary("mul", a, b, np.multiply, lambda g, x, y: (g * y, g * x))
 
 
 def div(a, b) -> Tensor:
+    """``a / b``, rounded to the current policy's compute format.
+
+    Parameters
+    ----------
+    a, b : Tensor, array_like or number
+        The operands (broadcast as NumPy does), cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.div(fpsim.tensor([1.0]), 3)
+    Tensor(array([0.33325195]), format=fp16)
+    """
     return _binary("div", a, b, np.divide, lambda g, x, y: (g / y, -g * x / (y * y)))
 
 
 def neg(x) -> Tensor:
+    """``-x`` in the compute format (exact once ``x`` is there).
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.neg(fpsim.tensor([0.1]))
+    Tensor(array([-0.09997559]), format=fp16)
+    """
     return _unary("neg", x, np.negative, lambda g, x, y: -g, exact=True)
 
 
 def pow(x, exponent: float) -> Tensor:
-    """``x ** exponent`` for a constant exponent."""
+    """``x ** exponent`` for a constant exponent, rounded once to the compute format.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+    exponent : float
+        A constant (not a Tensor).
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Raises
+    ------
+    ValueError
+        If ``exponent`` is a Tensor or not a scalar.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.pow(fpsim.tensor([3.0, 300.0]), 2)
+    Tensor(array([ 9., inf]), format=fp16)
+    """
     if isinstance(exponent, Tensor) or np.ndim(exponent) != 0:
         raise ValueError("pow takes a constant scalar exponent")
     k = real(exponent, "exponent")
@@ -71,11 +203,53 @@ def pow(x, exponent: float) -> Tensor:
 
 
 def relu(x) -> Tensor:
+    """``max(x, 0)`` in the compute format (exact once ``x`` is there).
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.relu(fpsim.tensor([-1.0, 0.5]))
+    Tensor(array([0. , 0.5]), format=fp16)
+    """
     return _unary("relu", x, lambda v: np.maximum(v, 0), lambda g, v, y: g * (v > 0),
                   exact=True)
 
 
 def tanh(x) -> Tensor:
+    """``tanh(x)``, rounded once to the compute format.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.tanh(fpsim.tensor([0.5]))
+    Tensor(array([0.4621582]), format=fp16)
+    """
     return _unary("tanh", x, np.tanh, lambda g, v, y: g * (1 - y * y))
 
 
@@ -85,19 +259,114 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(x) -> Tensor:
+    """``1 / (1 + exp(-x))``, rounded once to the compute format.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.sigmoid(fpsim.tensor([0.0, 2.0]))
+    Tensor(array([0.5       , 0.88085938]), format=fp16)
+    """
     return _unary("sigmoid", x, _sigmoid, lambda g, v, y: g * y * (1 - y))
 
 
 def exp(x) -> Tensor:
+    """``exp(x)``, rounded once to the compute format (overflowing to inf).
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.exp(fpsim.tensor([1.0, 12.0]))
+    Tensor(array([2.71875,     inf]), format=fp16)
+    """
     return _unary("exp", x, np.exp, lambda g, v, y: g * y)
 
 
 def log(x) -> Tensor:
+    """``log(x)``, rounded once to the compute format.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+
+    Returns
+    -------
+    Tensor
+        In the compute format, rounded once; its gradients are rounded to each input's format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.log(fpsim.tensor([2.0]))
+    Tensor(array([0.69335938]), format=fp16)
+    """
     return _unary("log", x, np.log, lambda g, v, y: g / v)
 
 
 def dropout(x, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None):
-    """Zero each element with probability ``p`` and scale the rest by 1/(1-p) (training)."""
+    """Zero each element with probability ``p`` and scale the rest by 1/(1-p) (training).
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+    p : float, default 0.5
+        The probability of zeroing, in [0, 1).
+    training : bool, default True
+        Without training (or with ``p == 0``), ``x`` is returned as it is.
+    rng : numpy.random.Generator, optional
+        The generator of the mask; by default the one ``fpsim.nn.manual_seed`` seeds.
+
+    Returns
+    -------
+    Tensor
+        In the compute format (``x`` itself when not training).
+
+    Raises
+    ------
+    ValueError
+        If ``p`` is not in [0, 1).
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> fpsim.nn.manual_seed(0)
+    >>> with half:
+    ...     F.dropout(fpsim.tensor([1.0, 1.0, 1.0, 1.0]), 0.5)
+    Tensor(array([2., 0., 0., 0.]), format=fp16)
+    """
     if not 0 <= p < 1:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if not training or p == 0:

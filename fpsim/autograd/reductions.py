@@ -27,6 +27,34 @@ def _expand(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...], keepdi
 
 
 def sum(x, axis=None, keepdims: bool = False) -> Tensor:
+    """The sum of ``x`` over ``axis``, accumulated in the ``reduce`` format.
+
+    Every addition is rounded to ``reduce`` in the policy's order (``precision.numerics.sum``);
+    the gradient is the incoming one, broadcast back.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+    axis : int, tuple of int or None, default None
+        The axes to reduce (all of them for None).
+    keepdims : bool, default False
+        Keep the reduced axes, of length one.
+
+    Returns
+    -------
+    Tensor
+        The sum rounded to the compute format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:  # fp32 holds 1 + 2**-10; fp16 would not have grown past 1
+    ...     F.sum(fpsim.tensor([1.0, 2.0**-11, 2.0**-11]))
+    Tensor(array(1.00097656), format=fp16)
+    """
     p = op_policy("sum")
     x = compute(x, p)
     axes = normalize_axes(axis, x.ndim)
@@ -36,6 +64,32 @@ def sum(x, axis=None, keepdims: bool = False) -> Tensor:
 
 
 def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+    """The mean of ``x`` over ``axis``: the sum in ``reduce``, divided there, then rounded to
+    ``compute``.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+    axis : int, tuple of int or None, default None
+        The axes to reduce (all of them for None).
+    keepdims : bool, default False
+        Keep the reduced axes, of length one.
+
+    Returns
+    -------
+    Tensor
+        In the compute format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.mean(fpsim.tensor([1.0, 2.0, 4.0]))
+    Tensor(array(2.33398438), format=fp16)
+    """
     p = op_policy("mean")
     x = compute(x, p)
     axes = normalize_axes(axis, x.ndim)
@@ -47,7 +101,31 @@ def mean(x, axis=None, keepdims: bool = False) -> Tensor:
 
 
 def log_softmax_values(v: np.ndarray, axis: int, p) -> tuple[np.ndarray, np.ndarray]:
-    """log softmax of ``v`` along ``axis`` and softmax itself, both in ``reduce``."""
+    """log softmax of ``v`` along ``axis`` and softmax itself, both in ``reduce``.
+
+    Parameters
+    ----------
+    v : numpy.ndarray
+        The values (of the compute format).
+    axis : int
+        The axis of the classes.
+    p : Policy
+        The policy: every intermediate is rounded to its ``reduce`` format.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        ``(log_softmax, softmax)``, values of ``reduce``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> from fpsim.autograd.reductions import log_softmax_values
+    >>> logp, prob = log_softmax_values(np.array([0.0, 0.0]), -1, fpsim.Policy())
+    >>> logp, prob
+    (array([-0.69314718, -0.69314718]), array([0.5, 0.5]))
+    """
     r = p.reduce
     with np.errstate(all="ignore"):
         z = numerics.round(v - np.max(v, axis=axis, keepdims=True), r, p)
@@ -58,6 +136,29 @@ def log_softmax_values(v: np.ndarray, axis: int, p) -> tuple[np.ndarray, np.ndar
 
 
 def softmax(x, axis: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, each intermediate rounded to ``reduce``.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+    axis : int, default -1
+        The axis of the classes.
+
+    Returns
+    -------
+    Tensor
+        The probabilities, rounded to the compute format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.softmax(fpsim.tensor([0.0, 1.0]))
+    Tensor(array([0.26904297, 0.73095703]), format=fp16)
+    """
     p = op_policy("softmax")
     x = compute(x, p)
     _, prob = log_softmax_values(x.data, axis, p)
@@ -72,6 +173,29 @@ def softmax(x, axis: int = -1) -> Tensor:
 
 
 def log_softmax(x, axis: int = -1) -> Tensor:
+    """``x - log(sum(exp(x)))`` along ``axis``, each intermediate rounded to ``reduce``.
+
+    Parameters
+    ----------
+    x : Tensor, array_like or number
+        The input, cast to the policy's compute format.
+    axis : int, default -1
+        The axis of the classes.
+
+    Returns
+    -------
+    Tensor
+        The log probabilities, rounded to the compute format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> with half:
+    ...     F.log_softmax(fpsim.tensor([0.0, 1.0]))
+    Tensor(array([-1.31347656, -0.31323242]), format=fp16)
+    """
     p = op_policy("log_softmax")
     x = compute(x, p)
     logp, prob = log_softmax_values(x.data, axis, p)

@@ -23,13 +23,60 @@ def _move(name: str, x, forward, backward, exact: bool = True) -> Tensor:
 
 
 def reshape(x, *shape) -> Tensor:
+    """``x`` with a new shape, as ``numpy.reshape`` (exact: the format is kept).
+
+    Parameters
+    ----------
+    x : Tensor or array_like
+        The input (its format is kept: moving values is exact).
+    *shape : int or tuple of int
+        The new shape, as integers or one tuple (-1 allowed).
+
+    Returns
+    -------
+    Tensor
+        Of ``x``'s format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> F.reshape(fpsim.tensor([1.0, 2.0, 3.0, 4.0], format="fp16"), 2, 2)
+    Tensor(array([[1., 2.],
+                  [3., 4.]]), format=fp16)
+    """
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     x = as_tensor(x)
     return _move("reshape", x, lambda v: v.reshape(shape), lambda g: g.reshape(x.shape))
 
 
 def transpose(x, *axes) -> Tensor:
-    """Axes permuted (reversed when none are given), as ``numpy.transpose``."""
+    """Axes permuted (reversed when none are given), as ``numpy.transpose``.
+
+    Parameters
+    ----------
+    x : Tensor or array_like
+        The input (its format is kept: moving values is exact).
+    *axes : int or tuple of int
+        A permutation of the axes, as integers or one tuple.
+
+    Returns
+    -------
+    Tensor
+        Of ``x``'s format.
+
+    Raises
+    ------
+    ValueError
+        If ``axes`` is not a permutation of ``x``'s dimensions.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> F.transpose(fpsim.tensor([[1.0, 2.0]])).shape
+    (2, 1)
+    """
     axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
     x = as_tensor(x)
     perm = tuple(axes) if axes else tuple(reversed(range(x.ndim)))
@@ -40,6 +87,33 @@ def transpose(x, *axes) -> Tensor:
 
 
 def getitem(x, index) -> Tensor:
+    """``x[index]`` (``Tensor.__getitem__``): NumPy's basic and integer-array indexing.
+
+    Parameters
+    ----------
+    x : Tensor or array_like
+        The input (its format is kept: moving values is exact).
+    index : int, slice, tuple or array of int
+        As NumPy takes it (not a Tensor).
+
+    Returns
+    -------
+    Tensor
+        Of ``x``'s format; the gradient of repeated elements is summed.
+
+    Raises
+    ------
+    ValueError
+        If ``index`` is a Tensor.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> x = fpsim.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> x[[0, 0, 2]].sum().backward()
+    >>> x.grad
+    array([2., 0., 1.])
+    """
     x = as_tensor(x)
     if isinstance(index, Tensor):
         raise ValueError("index with integer arrays, not Tensors")
@@ -53,7 +127,33 @@ def getitem(x, index) -> Tensor:
 
 
 def cat(tensors: Sequence, axis: int = 0) -> Tensor:
-    """Concatenation along ``axis`` (the tensors are first brought to one format)."""
+    """Concatenation along ``axis`` (the tensors are first brought to one format).
+
+    Parameters
+    ----------
+    tensors : sequence of Tensor or array_like
+        At least one; of different formats, they are
+        cast to the compute format first.
+    axis : int, default 0
+        The axis to join along.
+
+    Returns
+    -------
+    Tensor
+        Of the tensors' common format, or the compute format.
+
+    Raises
+    ------
+    ValueError
+        If ``tensors`` is empty.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> F.cat([fpsim.tensor([1.0]), fpsim.tensor([2.0, 3.0])])
+    Tensor(array([1., 2., 3.]), format=fp64)
+    """
     if not tensors:
         raise ValueError("cat needs at least one tensor")
     p = op_policy("cat")
@@ -68,7 +168,32 @@ def cat(tensors: Sequence, axis: int = 0) -> Tensor:
 
 
 def stack(tensors: Sequence, axis: int = 0) -> Tensor:
-    """The tensors stacked along a new ``axis``."""
+    """The tensors stacked along a new ``axis``.
+
+    Parameters
+    ----------
+    tensors : sequence of Tensor or array_like
+        At least one, all of one shape.
+    axis : int, default 0
+        The position of the new axis.
+
+    Returns
+    -------
+    Tensor
+        As ``cat`` gives it.
+
+    Raises
+    ------
+    ValueError
+        If ``tensors`` is empty.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> F.stack([fpsim.tensor([1.0, 2.0]), fpsim.tensor([3.0, 4.0])]).shape
+    (2, 2)
+    """
     xs = [as_tensor(t) for t in tensors]
     if not xs:
         raise ValueError("stack needs at least one tensor")
@@ -77,7 +202,37 @@ def stack(tensors: Sequence, axis: int = 0) -> Tensor:
 
 
 def embedding(ids, weight) -> Tensor:
-    """Rows of ``weight`` (num, dim) picked by integer ``ids`` (any shape), in compute format."""
+    """Rows of ``weight`` (num, dim) picked by integer ``ids`` (any shape), in compute format.
+
+    Parameters
+    ----------
+    ids : array_like of int
+        Row numbers in 0..num-1, of any shape.
+    weight : Tensor or array_like
+        The table, (num, dim), cast to the compute format.
+
+    Returns
+    -------
+    Tensor
+        Of shape ``ids.shape + (dim,)``; the gradient is summed per row in ``reduce``.
+
+    Raises
+    ------
+    ValueError
+        If ``ids`` are not integers, or not row numbers.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> half = fpsim.precision.parse("compute=fp16")
+    >>> import numpy as np
+    >>> table = fpsim.tensor([[0.1, 1.0], [2.0, 3.0]])
+    >>> with half:
+    ...     F.embedding(np.array([1, 0]), table)
+    Tensor(array([[2.        , 3.        ],
+                  [0.09997559, 1.        ]]), format=fp16)
+    """
     ids = np.asarray(ids)
     if ids.dtype.kind not in "iu":
         raise ValueError(f"embedding ids must be integers, got dtype {ids.dtype}")
