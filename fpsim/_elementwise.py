@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import numpy as np
 
 from fpsim._checks import boolean
@@ -19,13 +21,18 @@ from fpsim.kernels.random import mix64
 from fpsim.kernels.spec import Spec, make_spec
 from fpsim.modes import STOCHASTIC
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from fpsim.backends.protocol import Backend
+
 SEED_LIMIT = 1 << 64
 
 
-def stream_key(seed) -> int:
+def stream_key(seed: int | None) -> int:
     """The 64-bit key of the random stream for ``seed`` (None: fresh entropy)."""
     if seed is None:
-        seed = np.random.SeedSequence().entropy % SEED_LIMIT
+        seed = cast(int, np.random.SeedSequence().entropy) % SEED_LIMIT
     if (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))
             or not 0 <= seed < SEED_LIMIT):
         raise ValueError(f"seed must be an integer in 0..2**64-1 or None, got {seed!r}")
@@ -35,17 +42,17 @@ def stream_key(seed) -> int:
 
 def elementwise(
     kernel: str,
-    operands: dict,
-    fmt,
+    operands: dict[str, Any],
+    fmt: Format | str,
     rounding: str,
     *,
     subnormals: bool,
     saturate: bool,
     flags: bool,
-    seed,
+    seed: int | None,
     random_bits: int | None,
     arithmetic: bool,
-):
+) -> Any:
     """Evaluate ``kernel`` over broadcast ``operands``; returns the result (and flags)."""
     fmt = as_format(fmt)
     spec = make_spec(fmt, rounding, subnormals, saturate, random_bits)
@@ -74,7 +81,7 @@ def elementwise(
 
 
 def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarray | None,
-        spec: Spec, seed, check: bool = False, hot: bool = False) -> int:
+        spec: Spec, seed: int | None, check: bool = False, hot: bool = False) -> int:
     """The backend call alone: ``kernel`` over contiguous 1-D float32/float64 operands into
     ``out`` (and ``flag_out``); returns how many operands were unrepresentable (``check``).
 
@@ -87,7 +94,8 @@ def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarr
     )
 
 
-def _raise_unrepresentable(backend, arrays: dict, spec: Spec, fmt: Format, xp) -> None:
+def _raise_unrepresentable(backend: Backend, arrays: dict[str, Any], spec: Spec, fmt: Format,
+                           xp: ModuleType) -> None:
     for name, arr in arrays.items():
         flat = flat_operand(arr, arr.shape, xp)
         bad = backend.first_unrepresentable(flat, spec)

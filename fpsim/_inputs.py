@@ -7,16 +7,21 @@ import numbers
 import sys
 from fractions import Fraction
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpsim._dtypes import is_ml_dtype, widen
 from fpsim.backends.protocol import is_device_array
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from contextlib import AbstractContextManager
+
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def as_float_array(x, name: str, device: bool = False):
+def as_float_array(x: Any, name: str, device: bool = False) -> Any:
     """``x`` as a float16/float32/float64 array; ``ValueError`` for anything else.
 
     ``device``: the caller also takes GPU arrays, which are returned as they are.
@@ -57,7 +62,7 @@ def as_float_array(x, name: str, device: bool = False):
     return _host_array(arr, name)
 
 
-def _short(v, width: int = 60) -> str:
+def _short(v: object, width: int = 60) -> str:
     text = repr(v)
     return text if len(text) <= width else f"{text[:width // 2]}...{text[-12:]} ({len(text)} chars)"
 
@@ -109,7 +114,7 @@ def _exact_float64(values: np.ndarray, name: str) -> np.ndarray:
         except OverflowError:
             raise ValueError(f"{name}: {_short(v)} is beyond float64's range") from None
         if isinstance(v, numbers.Rational):
-            if not np.isfinite(f) or Fraction(f) != Fraction(v.numerator, v.denominator):
+            if not np.isfinite(f) or Fraction(f) != Fraction(int(v.numerator), int(v.denominator)):
                 kind = "integer" if isinstance(v, numbers.Integral) else "rational"
                 raise ValueError(f"{name}: the {kind} {_short(v)} is not exactly representable "
                                  "in float64 (round it yourself, or pass a float)")
@@ -128,7 +133,7 @@ def broadcast(arrays: dict[str, np.ndarray]) -> tuple[int, ...]:
         raise ValueError(f"operands do not broadcast together: {shapes}") from None
 
 
-def array_module(arrays) -> ModuleType:
+def array_module(arrays: Iterable[Any]) -> ModuleType:
     """NumPy, or the GPU array module (CuPy) when any of ``arrays`` lives on the GPU.
 
     GPU arrays need the ``cupy`` backend; mixing them with host arrays is fine
@@ -145,18 +150,19 @@ def array_module(arrays) -> ModuleType:
             f"force is {get_backend_name()!r}), or copy them to the host with cupy.asnumpy"
         )
     module = sys.modules.get(type(device[0]).__module__)
-    if not all(hasattr(module, f) for f in ("asarray", "empty", "ascontiguousarray")):
+    needed = ("asarray", "empty", "ascontiguousarray")
+    if module is None or not all(hasattr(module, f) for f in needed):
         raise ValueError(f"unsupported GPU array type {type(device[0]).__name__}: fpsim takes "
                          "CuPy arrays")
     return module
 
 
-def errstate(xp: ModuleType):
+def errstate(xp: ModuleType) -> AbstractContextManager[object]:
     """NumPy's floating-point warnings silenced (CuPy has none to silence)."""
     return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
 
 
-def flat_operand(arr, shape: tuple[int, ...], xp: ModuleType = np):
+def flat_operand(arr: Any, shape: tuple[int, ...], xp: ModuleType = np) -> Any:
     """``arr`` broadcast to ``shape``, as a contiguous 1-D float32/float64 array of ``xp``."""
     if arr.dtype == np.float16:
         arr = arr.astype(np.float32)
@@ -166,11 +172,11 @@ def flat_operand(arr, shape: tuple[int, ...], xp: ModuleType = np):
     return xp.ascontiguousarray(xp.broadcast_to(arr, shape)).reshape(-1)
 
 
-def result_dtype(*values) -> np.dtype:
+def result_dtype(*values: Any) -> np.dtype:
     """``np.result_type`` of arrays (host or GPU) and dtypes."""
     return np.result_type(*(v.dtype if is_device_array(v) else v for v in values))
 
 
-def host_value(x):
+def host_value(x: Any) -> Any:
     """An element of an array, as a host scalar (for messages)."""
     return x.item() if is_device_array(x) else x

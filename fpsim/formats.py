@@ -25,7 +25,7 @@ class Format:
 
     exp_bits: int
     man_bits: int
-    name: str | None = field(default=None, compare=False)
+    name: str = field(default=None, compare=False)  # type: ignore[assignment]  # set: a str
     infinities: bool = True
 
     def __init__(
@@ -56,7 +56,7 @@ class Format:
 
     @property
     def bias(self) -> int:
-        return 2 ** (self.exp_bits - 1) - 1
+        return (1 << (self.exp_bits - 1)) - 1
 
     @property
     def emin(self) -> int:

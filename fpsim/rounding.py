@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Literal, overload
+
 import numpy as np
 
 from fpsim._elementwise import elementwise
 from fpsim.bits import format_of_dtype
 from fpsim.formats import Format, as_format
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
+    from fpsim._typing import FlagArray, FloatArray, FloatScalar, FormatLike, Scalar, Values
+
+
+@overload
+def round(x: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+          saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
+          flags: Literal[False] = ..., dtype: None = ...) -> FloatScalar: ...
+@overload
+def round(x: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+          saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
+          flags: Literal[False] = ..., dtype: None = ...) -> FloatArray: ...
+@overload
+def round(x: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+          saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
+          flags: Literal[True], dtype: None = ...) -> tuple[FloatScalar, np.uint8]: ...
+@overload
+def round(x: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+          saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
+          flags: Literal[True], dtype: None = ...) -> tuple[FloatArray, FlagArray]: ...
+@overload
+def round(x: Values | Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+          saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
+          flags: bool = ..., dtype: npt.DTypeLike | None = ...) -> Any: ...
 def round(
-    x,
-    fmt: Format | str,
+    x: Values | Scalar,
+    fmt: FormatLike,
     rounding: str = "nearest_even",
     *,
     subnormals: bool = True,
@@ -19,15 +46,78 @@ def round(
     seed: int | None = None,
     random_bits: int | None = None,
     flags: bool = False,
-    dtype=None,
-):
-    """``x`` rounded to ``fmt``; with ``flags=True``, ``(result, flags)``.
+    dtype: npt.DTypeLike | None = None,
+) -> Any:
+    """Round values to a format.
 
-    See ``docs/semantics.md`` for every mode, overflow, ``subnormals=False``
-    and stochastic rounding (``seed``, ``random_bits``). ``dtype``: return the
-    values in an array dtype that holds exactly ``fmt``'s values (``np.float16``
-    for fp16, ``ml_dtypes.bfloat16`` for bf16, ``ml_dtypes.float8_e4m3fn`` for
-    fp8_e4m3, ...); by default the dtype follows docs/semantics.md's rule.
+    Each value of ``x`` is rounded once, exactly, to ``fmt`` in the mode
+    ``rounding``; ``docs/semantics.md`` states every mode, overflow,
+    ``subnormals=False`` and stochastic rounding to the bit.
+
+    Parameters
+    ----------
+    x : array_like
+        The values: NumPy arrays of float16, float32, float64 or integers,
+        ml_dtypes arrays, Python numbers, Fractions, or sequences of them, each
+        taken exactly (a value float64 cannot hold exactly is refused). GPU
+        (CuPy) arrays need the ``cupy`` backend.
+    fmt : Format or str
+        The format, or a preset name (``"fp16"``, ``"bf16"``, ``"e6m9"``, ...).
+    rounding : str, default "nearest_even"
+        One of ``fpsim.ROUNDING_MODES``: ``"nearest_even"``, ``"nearest_away"``,
+        ``"toward_zero"``, ``"up"``, ``"down"``, ``"odd"``, ``"stochastic"``.
+    subnormals : bool, default True
+        False: magnitudes below the smallest normal number are read, and
+        rounded, as zeros of the same sign.
+    saturate : bool, default False
+        True: results that would be infinite (overflows and infinite inputs)
+        are the largest finite value of the same sign instead.
+    seed : int or None, default None
+        Stochastic rounding only: the key (0..2**64-1) of the counter-based
+        random stream; None draws fresh entropy. The same seed gives the same
+        bits on every backend.
+    random_bits : int or None, default None
+        Stochastic rounding only: random bits per draw (1..53; None: 53).
+    flags : bool, default False
+        True: also return the IEEE flags raised by each element.
+    dtype : data-type, optional
+        Return the values in this dtype, which must hold exactly the values of
+        ``fmt`` (``np.float16`` for fp16, ``ml_dtypes.bfloat16`` for bf16,
+        ``ml_dtypes.float8_e4m3fn`` for fp8_e4m3, ...). By default the dtype
+        is NumPy's promotion of the input's dtype and ``fmt.dtype`` (Python
+        numbers count as float64).
+
+    Returns
+    -------
+    numpy.ndarray or numpy scalar
+        The rounded values, in the shape of ``x`` (a NumPy scalar for a scalar).
+    flags : numpy.ndarray of uint8 or numpy.uint8
+        Only with ``flags=True``, as ``(values, flags)``: the bitwise or of
+        ``fpsim.INEXACT``, ``UNDERFLOW``, ``OVERFLOW`` and ``INVALID`` for each element.
+
+    Raises
+    ------
+    ValueError
+        An unknown format or rounding mode; a value fpsim cannot take exactly;
+        a ``seed``, ``random_bits`` or flag argument out of range or of the
+        wrong type; a ``dtype`` that does not hold exactly ``fmt``'s values.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> float(fpsim.round(0.1, "fp16"))
+    0.0999755859375
+    >>> fpsim.round([0.1, 70000.0, 1e-7], "fp16").tolist()
+    [0.0999755859375, inf, 1.1920928955078125e-07]
+    >>> fpsim.round([0.1, 70000.0, 1e-7], "fp16", "toward_zero").tolist()
+    [0.0999755859375, 65504.0, 5.960464477539063e-08]
+    >>> fpsim.round([0.1, 1000.0], "fp8_e4m3", saturate=True).tolist()
+    [0.1015625, 448.0]
+    >>> values, flags = fpsim.round([0.1, 70000.0], "fp16", flags=True)
+    >>> [fpsim.flags.describe(f) for f in flags]
+    ['inexact', 'inexact|overflow']
+    >>> float(fpsim.round(0.1, "bf16", "stochastic", seed=0))
+    0.099609375
     """
     result = elementwise(
         "round_value", {"x": x}, fmt, rounding, subnormals=subnormals, saturate=saturate,
@@ -41,7 +131,7 @@ def round(
     return (value, flag) if flags else value
 
 
-def _matching(dtype, fmt: Format) -> np.dtype:
+def _matching(dtype: npt.DTypeLike | None, fmt: Format) -> np.dtype:
     """``dtype`` if it holds exactly the values of ``fmt``; ValueError otherwise."""
     try:
         target = np.dtype(dtype)

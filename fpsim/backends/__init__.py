@@ -11,6 +11,10 @@ import contextlib
 import contextvars
 import importlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fpsim.backends.protocol import Backend
 
 NAMES = ("numpy", "numba", "cupy")
 _MODULES = {
@@ -18,7 +22,7 @@ _MODULES = {
     "numba": "fpsim.backends.numba_backend",
     "cupy": "fpsim.backends.cupy_backend",
 }
-_instances: dict = {}
+_instances: dict[str, Backend] = {}
 _default = ["numba"]
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar("fpsim_backend", default=None)
 
@@ -49,7 +53,7 @@ def gpu_missing() -> str | None:
         import cupy
     except ImportError as exc:
         return f"CuPy is not installed ({exc}); {install}"
-    if not cuda.is_available():
+    if not cuda.is_available():  # type: ignore[no-untyped-call]
         try:
             count = cupy.cuda.runtime.getDeviceCount()
             detail = f"CuPy sees {count} device(s)"
@@ -80,7 +84,7 @@ def backend(name: str) -> Iterator[None]:
         _current.reset(token)
 
 
-def get_backend():
+def get_backend() -> Backend:
     """The backend object in force (created on first use)."""
     name = get_backend_name()
     if name not in _instances:

@@ -20,7 +20,7 @@ from fpsim.kernels.spec import BlockSpec, Spec
 Array = Any  # a NumPy array, or a device array of the backend's kind
 
 
-def is_device_array(x) -> bool:
+def is_device_array(x: object) -> bool:
     """Whether ``x`` lives on a GPU (CuPy: it has ``__cuda_array_interface__``)."""
     return hasattr(x, "__cuda_array_interface__")
 
