@@ -14,8 +14,34 @@ from fpsim.nn.module import Module, Parameter
 
 
 class LSTM(Module):
-    """``forward(x, state=None)`` with x (T, B, input_size) returns
-    ``(output (T, B, hidden), (h_n, c_n))``, h_n and c_n (num_layers, B, hidden)."""
+    """A stacked LSTM with PyTorch's parameter names, gate order (i, f, g, o) and layout.
+
+    The parameters of layer k are ``weight_ih_lk`` (4 * hidden, inputs), ``weight_hh_lk``
+    (4 * hidden, hidden), ``bias_ih_lk`` and ``bias_hh_lk`` (4 * hidden,), drawn from
+    U(-1/sqrt(hidden), 1/sqrt(hidden)).
+
+    Attributes
+    ----------
+    input_size, hidden_size, num_layers : int
+        As given.
+
+    Parameters
+    ----------
+    input_size, hidden_size : int
+        The features of each input and hidden state.
+    num_layers : int, default 1
+        Layers stacked, each reading the outputs of the one before.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> from fpsim import nn
+    >>> lstm = nn.LSTM(5, 7, num_layers=2)
+    >>> out, (h, c) = lstm(np.zeros((4, 2, 5)))
+    >>> out.shape, h.shape, c.shape
+    ((4, 2, 7), (2, 2, 7), (2, 2, 7))
+    """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1):
         input_size = integer(input_size, "input_size", 1)
@@ -31,6 +57,26 @@ class LSTM(Module):
                 setattr(self, f"{name}_l{layer}", Parameter(init.uniform(shape_, bound)))
 
     def forward(self, x, state=None):
+        """Run the sequence ``x`` through every layer.
+
+        Parameters
+        ----------
+        x : Tensor or array_like
+            (T, B, input_size).
+        state : (array_like, array_like), optional
+            ``(h_0, c_0)``, each (num_layers, B, hidden_size); zeros by default.
+
+        Returns
+        -------
+        (Tensor, (Tensor, Tensor))
+            ``(output, (h_n, c_n))``: the last layer's hidden states (T, B, hidden_size),
+            and every layer's final states (num_layers, B, hidden_size).
+
+        Raises
+        ------
+        ValueError
+            If ``x`` is not (T, B, input_size).
+        """
         x = as_tensor(x)
         if x.ndim != 3 or x.shape[2] != self.input_size:
             raise ValueError(f"LSTM input must be (T, B, {self.input_size}), got {x.shape}")

@@ -13,7 +13,24 @@ from fpsim.precision.policy import Policy, as_policy, current
 
 
 class Parameter(Tensor):
-    """A trainable leaf, its values rounded to the current policy's ``params`` format."""
+    """A trainable leaf, its values rounded to the current policy's ``params`` format.
+
+    Parameters
+    ----------
+    data : array_like
+        The initial values.
+    policy : Policy, optional
+        The policy whose ``params`` format (and rounding) stores them;
+        the current policy by default.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim import nn
+    >>> with fpsim.precision.parse("fp16"):
+    ...     nn.Parameter([0.1])
+    Tensor(array([0.09997559]), format=fp16, requires_grad=True)
+    """
 
     def __init__(self, data, policy: Policy | None = None):
         policy = policy or current()
@@ -23,17 +40,54 @@ class Parameter(Tensor):
 
 
 class Module:
-    """Base of every layer: parameters, buffers, sub-modules, train/eval."""
+    """Base of every layer: parameters, buffers, sub-modules, train/eval.
+
+    A subclass sets its parameters (``Parameter``) and sub-modules as attributes (lists
+    of modules too) and defines ``forward``; calling the module calls ``forward``.
+
+    Attributes
+    ----------
+    training : bool
+        Training mode (dropout and batch statistics on); ``train()`` and ``eval()`` set it.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim import nn
+    >>> model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> [name for name, _ in model.named_parameters()]
+    ['layers.0.weight', 'layers.0.bias', 'layers.2.weight', 'layers.2.bias']
+    >>> model.to("fp16")[0].weight.format.name
+    'fp16'
+    """
 
     training = True
 
     def forward(self, *args, **kwargs):
+        """The layer's computation (``module(x)`` calls it); subclasses define it.
+
+        Raises
+        ------
+        NotImplementedError
+            In ``Module`` itself.
+        """
         raise NotImplementedError
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """Every parameter of this module and its sub-modules, with its dotted name.
+
+        Parameters
+        ----------
+        prefix : str, default ""
+            Put before every name.
+
+        Yields
+        ------
+        (str, Parameter)
+        """
         for name, value in vars(self).items():
             if isinstance(value, Parameter):
                 yield prefix + name, value
@@ -45,9 +99,21 @@ class Module:
                         yield from m.named_parameters(f"{prefix}{name}.{i}.")
 
     def parameters(self) -> list[Parameter]:
+        """Every parameter, in ``named_parameters`` order (what an optimizer takes).
+
+        Returns
+        -------
+        list of Parameter
+        """
         return [p for _, p in self.named_parameters()]
 
     def modules(self) -> Iterator[Module]:
+        """This module and every sub-module, depth first.
+
+        Yields
+        ------
+        Module
+        """
         yield self
         for value in vars(self).values():
             children = value if isinstance(value, (list, tuple)) else [value]
@@ -56,19 +122,50 @@ class Module:
                     yield from m.modules()
 
     def train(self, mode: bool = True) -> Module:
+        """Set training mode (``mode``) on this module and every sub-module.
+
+        Parameters
+        ----------
+        mode : bool, default True
+            Training (True) or evaluation (False).
+
+        Returns
+        -------
+        Module
+            This module.
+        """
         for m in self.modules():
             m.training = mode
         return self
 
     def eval(self) -> Module:
+        """Evaluation mode: ``train(False)``.
+
+        Returns
+        -------
+        Module
+            This module.
+        """
         return self.train(False)
 
     def zero_grad(self) -> None:
+        """Clear every parameter's gradient (set it to None)."""
         for p in self.parameters():
             p.grad = None
 
     def to(self, policy: Policy | str) -> Module:
-        """Round parameters to ``policy.params`` and buffers to ``policy.reduce``, in place."""
+        """Round parameters to ``policy.params`` and buffers to ``policy.reduce``, in place.
+
+        Parameters
+        ----------
+        policy : Policy or str
+            The policy (or a policy string, such as ``"fp16"``).
+
+        Returns
+        -------
+        Module
+            This module; the parameters' gradients are cleared.
+        """
         policy = as_policy(policy)
         for p in self.parameters():
             p.data = numerics.round(p.data, policy.params, policy)
@@ -80,9 +177,27 @@ class Module:
         return self
 
     def state_dict(self) -> dict[str, np.ndarray]:
+        """Copies of the parameters' values, by ``named_parameters`` name.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+        """
         return {name: p.data.copy() for name, p in self.named_parameters()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Set the parameters' values from ``state``, each rounded to its parameter's format.
+
+        Parameters
+        ----------
+        state : dict of str to array_like
+            One array per parameter name, of the parameter's shape.
+
+        Raises
+        ------
+        ValueError
+            If the names or shapes differ from the module's.
+        """
         params = dict(self.named_parameters())
         missing = set(params) ^ set(state)
         if missing:
