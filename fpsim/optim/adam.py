@@ -9,6 +9,42 @@ from fpsim.optim.optimizer import Optimizer
 
 
 class Adam(Optimizer):
+    """Adam, with PyTorch's update rule and L2 weight decay.
+
+    Both moments are kept in the state format (``store``).
+
+    Parameters
+    ----------
+    params : iterable of Parameter
+        The parameters to train.
+    lr : float, default 1e-3
+        The learning rate (positive).
+    betas : (float, float), default (0.9, 0.999)
+        The decay of the first and second moments, each in [0, 1).
+    eps : float, default 1e-8
+        Added to the square root of the second moment.
+    weight_decay : float, default 0.0
+        L2 penalty added to the gradient.
+    **options
+        ``state_format`` and ``policy``, as ``Optimizer`` takes them.
+
+    Raises
+    ------
+    ValueError
+        For a value out of range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim import nn, optim
+    >>> w = nn.Parameter([1.0])
+    >>> w.grad = np.array([0.5])
+    >>> opt = optim.Adam([w], lr=0.1)
+    >>> opt.step()
+    >>> w
+    Tensor(array([0.89999998]), format=fp32, requires_grad=True)
+    """
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, **options):
         lr = real(lr, "lr", 0.0, low_open=True)
@@ -22,6 +58,7 @@ class Adam(Optimizer):
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
 
     def update(self, p, grad, state, policy) -> np.ndarray:
+        """``lr * m_hat / (sqrt(v_hat) + eps)`` (see ``Optimizer.update``)."""
         b1, b2 = self.betas
         if self.weight_decay:
             grad = grad + self.weight_decay * p.data

@@ -18,7 +18,56 @@ from fpsim.precision.policy import Policy, as_policy
 
 
 class Optimizer:
-    """Holds parameters and per-parameter state; ``step()`` applies ``update``."""
+    """Holds parameters and per-parameter state; ``step()`` applies ``update``.
+
+    A subclass defines ``update``; ``step()`` rounds each update ``u`` to the parameter's
+    format and subtracts it there, rounded (``w - u``). An update is *absorbed* (lost)
+    when it is nonzero but leaves the weight unchanged.
+
+    Attributes
+    ----------
+    params : list of Parameter
+        As given.
+    state_format : Format or None
+        As given.
+    policy : Policy, str or None
+        As given.
+    state : dict
+        Per-parameter state, by ``id(parameter)``.
+    absorbed, updated : int
+        Of the last step's nonzero updates: how many were lost, and how many there were.
+
+    Parameters
+    ----------
+    params : iterable of Parameter
+        The parameters to train (``model.parameters()``).
+    state_format : Format or str, optional
+        The format of the optimizer's state (momentum, moments); each
+        parameter's own format by default.
+    policy : Policy or str, optional
+        The policy the updates are rounded under; the current one at each
+        ``step()`` by default.
+
+    Raises
+    ------
+    ValueError
+        If there are no parameters, or something else than Parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> from fpsim import nn, optim
+    >>> with fpsim.precision.parse("fp16"):
+    ...     w = nn.Parameter([1.0, 1.0])
+    >>> w.grad = np.array([1e-4, 0.5])
+    >>> opt = optim.SGD([w], lr=0.01)
+    >>> opt.step()  # 1 - 1e-6 rounds back to 1 in fp16: that update is lost
+    >>> w
+    Tensor(array([1.        , 0.99511719]), format=fp16, requires_grad=True)
+    >>> opt.absorbed, opt.updated, opt.absorbed_fraction
+    (1, 2, 0.5)
+    """
 
     def __init__(self, params: Iterable[Parameter], *, state_format: Format | str | None = None,
                  policy: Policy | str | None = None):
@@ -34,6 +83,7 @@ class Optimizer:
         self.updated = 0
 
     def zero_grad(self) -> None:
+        """Clear every parameter's gradient (set it to None)."""
         for p in self.params:
             p.grad = None
 
@@ -41,11 +91,28 @@ class Optimizer:
         return as_policy(self.policy)
 
     def store(self, p: Parameter, value: np.ndarray, policy: Policy) -> np.ndarray:
-        """``value`` rounded to the optimizer state's format (the parameter's by default)."""
+        """``value`` rounded to the optimizer state's format (the parameter's by default).
+
+        Parameters
+        ----------
+        p : Parameter
+            The parameter the state belongs to.
+        value : numpy.ndarray
+            The state's new value.
+        policy : Policy
+            The policy whose rounding applies.
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return numerics.round(value, self.state_format or p.format, policy)
 
     def step(self) -> None:
-        """Update every parameter with a gradient; counts absorbed updates."""
+        """Update every parameter with a gradient; counts absorbed updates.
+
+        Parameters without a gradient (``grad`` None) are left alone.
+        """
         policy = self._policy()
         self.absorbed = self.updated = 0
         for p in self.params:
@@ -57,7 +124,29 @@ class Optimizer:
             self._apply(p, delta, policy)
 
     def update(self, p: Parameter, grad: np.ndarray, state: dict, policy: Policy) -> np.ndarray:
-        """The amount to subtract from ``p`` (before rounding)."""
+        """The amount to subtract from ``p`` (before rounding); subclasses define it.
+
+        Parameters
+        ----------
+        p : Parameter
+            The parameter.
+        grad : numpy.ndarray
+            Its gradient, as float64.
+        state : dict
+            Its state, which the method may update.
+        policy : Policy
+            The policy of the step (``store`` rounds state with it).
+
+        Returns
+        -------
+        numpy.ndarray
+            The update, unrounded.
+
+        Raises
+        ------
+        NotImplementedError
+            In ``Optimizer`` itself.
+        """
         raise NotImplementedError
 
     def _apply(self, p: Parameter, delta: np.ndarray, policy: Policy) -> None:
@@ -70,5 +159,8 @@ class Optimizer:
 
     @property
     def absorbed_fraction(self) -> float:
-        """Of the last step's nonzero updates, the fraction lost to rounding (absorbed)."""
+        """Of the last step's nonzero updates, the fraction lost to rounding (absorbed).
+
+        Zero when there were none.
+        """
         return self.absorbed / self.updated if self.updated else 0.0

@@ -10,6 +10,44 @@ from fpsim.optim.optimizer import Optimizer
 
 
 class SGD(Optimizer):
+    """Stochastic gradient descent, with PyTorch's update rule.
+
+    The momentum buffer is kept in the state format (``store``).
+
+    Parameters
+    ----------
+    params : iterable of Parameter
+        The parameters to train.
+    lr : float
+        The learning rate (positive).
+    momentum : float, default 0.0
+        The momentum factor.
+    dampening : float, default 0.0
+        Dampening of the momentum, in [0, 1].
+    weight_decay : float, default 0.0
+        L2 penalty added to the gradient.
+    nesterov : bool, default False
+        Nesterov momentum (needs momentum and no dampening).
+    **options
+        ``state_format`` and ``policy``, as ``Optimizer`` takes them.
+
+    Raises
+    ------
+    ValueError
+        For a value out of range, or Nesterov without momentum or with dampening.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim import nn, optim
+    >>> w = nn.Parameter([1.0])
+    >>> w.grad = np.array([0.5])
+    >>> opt = optim.SGD([w], lr=0.01, momentum=0.9)
+    >>> opt.step()
+    >>> w
+    Tensor(array([0.995]), format=fp32, requires_grad=True)
+    """
+
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, **options):
         lr = real(lr, "lr", 0.0, low_open=True)
@@ -24,6 +62,7 @@ class SGD(Optimizer):
         self.weight_decay, self.nesterov = weight_decay, nesterov
 
     def update(self, p, grad, state, policy) -> np.ndarray:
+        """``lr * grad``, after weight decay and momentum (see ``Optimizer.update``)."""
         if self.weight_decay:
             grad = grad + self.weight_decay * p.data
         if self.momentum:
