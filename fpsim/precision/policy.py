@@ -38,10 +38,57 @@ _stack: contextvars.ContextVar[tuple] = contextvars.ContextVar("fpsim_policy", d
 class Policy:
     """Formats and rounding of every operation category; a context manager.
 
-    ``native=True`` runs the same operations in NumPy's own float16/32/64
-    arithmetic instead of emulation (only fp16, fp32 and fp64 then).
-    ``overrides`` maps an operation name (``"softmax"``, ``"exp"``, ``"linear"``,
-    ...) to the policy that operation uses instead.
+    Operations inside ``with policy:`` run under it (``current()``); ``parse`` reads one
+    from text such as ``"mixed"`` or ``"params=fp32,compute=fp16,accum=fp32"``.
+
+    Parameters
+    ----------
+    params : Format or str, default fp32
+        Where parameters are stored; wider than ``compute`` means a master copy.
+    compute : Format or str, default fp32
+        The inputs and results of pointwise and dot operations, and activations.
+    accum : Format or str, default fp32
+        The accumulator of dot products (``matmul``, ``linear``, ``conv2d``).
+    reduce : Format or str, default fp32
+        Statistics and sums of reductions, softmax and losses.
+    output : Format or str, default fp32
+        Where losses are stored.
+    rounding : str, default "nearest_even"
+        The rounding mode of every rounding but the accumulator's.
+    accum_rounding : str, default "nearest_even"
+        The rounding mode of the accumulator's additions.
+    order : {"sequential", "pairwise", "any"}, default "any"
+        The order of the accumulator's additions ("any": the fastest exact one).
+    subnormals : bool, default True
+        False flushes subnormal results to zero.
+    native : bool, default False
+        Run the same operations in NumPy's own float16/32/64 arithmetic instead of
+        emulation (only fp16, fp32 and fp64 then, and nearest even).
+    seed : int, optional
+        The seed of stochastic rounding (0 <= seed < 2**32).
+    overrides : dict or tuple of (str, Policy)
+        Map an operation name (``"softmax"``, ``"exp"``, ``"matmul"``, ...) to the policy
+        that operation uses instead (stored as a tuple of pairs).
+    category : str
+        Set by a parent policy on its overrides: the operation an override serves.
+
+    Raises
+    ------
+    ValueError
+        For an unknown format, mode, order or operation, a native policy with an
+        emulated format, or an override with overrides of its own.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> policy = fpsim.Policy(compute="fp16")
+    >>> str(policy)
+    'params=fp32,compute=fp16,accum=fp32,reduce=fp32,output=fp32'
+    >>> policy.master_weights
+    True
+    >>> with policy:
+    ...     fpsim.tensor([1.0]) + 2.0**-11
+    Tensor(array([1.]), format=fp16)
     """
 
     params: Format = field(default_factory=lambda: as_format("fp32"))
@@ -111,18 +158,58 @@ class Policy:
 
     @property
     def master_weights(self) -> bool:
-        """Whether parameters are kept in a format wider than the compute format."""
+        """Whether parameters are kept in a format wider than the compute format.
+
+        Examples
+        --------
+        >>> from fpsim.precision import parse
+        >>> parse("mixed").master_weights, parse("fp16").master_weights
+        (True, False)
+        """
         return self.params.precision > self.compute.precision
 
     def for_op(self, op: str) -> Policy:
-        """The policy operation ``op`` runs under."""
+        """The policy operation ``op`` runs under: its override, or this policy.
+
+        Parameters
+        ----------
+        op : str
+            An operation name (``"softmax"``, ``"matmul"``, ...).
+
+        Returns
+        -------
+        Policy
+
+        Examples
+        --------
+        >>> from fpsim.precision import parse
+        >>> policy = parse("compute=fp16,softmax.compute=fp32")
+        >>> policy.for_op("softmax").compute.name, policy.for_op("exp").compute.name
+        ('fp32', 'fp16')
+        """
         for name, sub in self.overrides:
             if name == op:
                 return sub
         return self
 
     def replace(self, **changes) -> Policy:
-        """A copy with ``changes`` (format names accepted)."""
+        """A copy with ``changes`` (format names accepted).
+
+        Parameters
+        ----------
+        **changes
+            New values of fields, as the constructor takes them.
+
+        Returns
+        -------
+        Policy
+
+        Examples
+        --------
+        >>> from fpsim.precision import parse
+        >>> str(parse("mixed").replace(accum="fp16"))
+        'params=fp32,compute=fp16,accum=fp16,reduce=fp32,output=fp32'
+        """
         return replace(self, **changes)
 
     def __str__(self) -> str:
@@ -177,6 +264,31 @@ def parse(text: str) -> Policy:
 
     ``"mixed"``, ``"params=fp32,compute=fp16,accum=fp32"``,
     ``"mixed,accum=fp16"``, ``"compute=fp16,softmax.compute=fp32"`` (an override).
+
+    Parameters
+    ----------
+    text : str
+        Comma-separated presets (``fp32``, ``fp64``, ``mixed``, ``fp16``, ``bf16``,
+        ``native_fp32``, ``native_fp16``) and ``key=value`` pairs, applied in order; a key
+        ``op.key`` sets that operation's override.
+
+    Returns
+    -------
+    Policy
+        ``parse(str(policy)) == policy``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown preset, key, operation or value.
+
+    Examples
+    --------
+    >>> from fpsim.precision import parse
+    >>> str(parse("mixed,accum=fp16"))
+    'params=fp32,compute=fp16,accum=fp16,reduce=fp32,output=fp32'
+    >>> parse("fp16").params.name
+    'fp16'
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"a policy string needs a preset or key=value pairs, got {text!r}")
@@ -219,7 +331,28 @@ def _value(key: str, value: str):
 
 
 def as_policy(policy: Policy | str | None) -> Policy:
-    """Accept a Policy, a policy string, or None (the current policy)."""
+    """Accept a Policy, a policy string, or None (the current policy).
+
+    Parameters
+    ----------
+    policy : Policy, str or None
+        A policy, a string for ``parse``, or None.
+
+    Returns
+    -------
+    Policy
+
+    Raises
+    ------
+    ValueError
+        For anything else, or a string ``parse`` refuses.
+
+    Examples
+    --------
+    >>> from fpsim.precision import as_policy
+    >>> as_policy("bf16").compute.name
+    'bf16'
+    """
     if policy is None:
         return current()
     if isinstance(policy, Policy):
@@ -230,6 +363,20 @@ def as_policy(policy: Policy | str | None) -> Policy:
 
 
 def current() -> Policy:
-    """The innermost active policy (``with policy:``), else fp32 emulation."""
+    """The innermost active policy (``with policy:``), else fp32 emulation.
+
+    Returns
+    -------
+    Policy
+
+    Examples
+    --------
+    >>> from fpsim.precision import current, parse
+    >>> with parse("mixed"):
+    ...     current().compute.name
+    'fp16'
+    >>> current().compute.name
+    'fp32'
+    """
     stack = _stack.get()
     return stack[-1] if stack else _DEFAULT
