@@ -55,8 +55,9 @@ def measure(func, copy, repeats: int) -> tuple[float, float]:
 def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) -> list[tuple]:
     """Rows of (what, format, kernel, M elements/s, throughput ratio to the reference copy).
 
-    ``kernel``: the encoding fpsim's kernel computed on (``binary32`` or ``binary64``;
-    empty for the references). On the CPU the reference is ``np.copyto``; NumPy's
+    ``kernel``: what fpsim computed with: the encoding of its software rounding
+    (``binary32`` or ``binary64``) or the CPU's binary16 conversion (``f16c``,
+    ``native``); empty for the references. On the CPU the reference is ``np.copyto``; NumPy's
     float16 and ml_dtypes' casts (round to nearest) are rows to compare with. With
     ``backend="cupy"`` the arrays live on the GPU (``xp``: CuPy by default), the
     reference is a device-to-device copy of the same array, and every call is timed to
@@ -103,12 +104,12 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) 
                 row("ml_dtypes astype", fmt, partial(x.astype, dtype))
     with fpsim.backend(backend):
         engine = get_backend()
-        kind = getattr(engine, "encoding", lambda *args: BINARY64)
+        kind = getattr(engine, "kernel_name", lambda *args, **kw: BINARY64.name)
         for fmt in ROUND_FORMATS:
             for mode in fpsim.ROUNDING_MODES:
                 spec = make_spec(fpsim.format(fmt), mode, True, False, None)
                 row(f"round {mode}", fmt, partial(fpsim.round, x, fmt, mode, seed=1),
-                    kind("round_value", x.dtype, np.dtype(np.float32), spec).name)
+                    kind("round_value", x.dtype, np.dtype(np.float32), spec, size=x.size))
         for fmt in ARITH_FORMATS:
             a = fpsim.round(x, fmt, saturate=True)
             b = fpsim.round(xp.asarray(inputs(n, seed=1)), fmt, saturate=True)

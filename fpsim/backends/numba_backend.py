@@ -79,6 +79,10 @@ KERNELS_IN_LOOPS = (
 # (any number of random bits: they are not drawn).
 HALF_SPEC = make_spec(preset("fp16"), "nearest_even", True, False, None)
 
+# Float32 arrays at least this long round to binary16 (nearest_even, subnormals, no flags)
+# by the CPU's conversion, when it has one (numba_half); shorter ones are not worth its probes.
+HALF_ROUND_FROM = 1 << 12
+
 # Arrays at least this long run in a loop compiled for their exact format and
 # mode (constants folded: about twice as fast); compiled once, cached on disk.
 SPECIALISE_FROM = 1 << 20
@@ -152,9 +156,23 @@ class Backend:
             return BINARY32
         return BINARY64
 
+    def kernel_name(self, kernel: str, x_dtype, out_dtype, spec, *, flags: bool = False,
+                    check: bool = False, size: int = HALF_ROUND_FROM) -> str:
+        """What ``apply`` computes ``kernel`` with: the CPU's binary16 conversion (its kind,
+        ``"f16c"`` or ``"native"``), or the encoding of the software rounding."""
+        if (self.half and kernel == "round_value" and not flags and not check
+                and size >= HALF_ROUND_FROM and x_dtype == np.float32
+                and out_dtype == np.float32 and spec._replace(rbits=HALF_SPEC.rbits) == HALF_SPEC):
+            return self.half.kind
+        return self.encoding(kernel, x_dtype, out_dtype, spec, check).name
+
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
         """``hot``: a call repeated with this spec (a training run): compile for it at any size."""
         x = operands[0]
+        if (self.kernel_name(kernel, x.dtype, out.dtype, spec, flags=flags is not None,
+                             check=check, size=out.size) == getattr(self.half, "kind", None)
+                and self.half.round(x, out)):
+            return 0
         y = operands[1] if len(operands) > 1 else x
         z = operands[2] if len(operands) > 2 else x
         encoding = self.encoding(kernel, x.dtype, out.dtype, spec, check)

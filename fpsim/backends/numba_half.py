@@ -1,4 +1,5 @@
-"""Sequential binary16 accumulation on the CPU's own half-precision arithmetic.
+"""Binary16 on the CPU's own half-precision arithmetic: sequential accumulation, and
+rounding float32 to binary16.
 
 The generic loops round every addition in software. When the accumulator is
 IEEE binary16 with ``nearest_even`` and subnormals, and every input is a
@@ -20,11 +21,17 @@ call a few probes check that the compiled step rounds as IEEE binary16 does
 zero), so a changed floating-point environment falls back to the generic
 loops instead of giving wrong bits. Rows whose result is not finite are
 recomputed by the generic loops (they own the IEEE special cases and flags).
+
+Rounding float32 to binary16 with ``nearest_even`` and subnormals, without flags
+or saturation, is the CPU's float32-to-binary16 conversion (IEEE 754-2019 5.4.2,
+``formatOf`` conversion, rounding by the default attribute) and its exact way back:
+no software rounding at all. Probes guard it the same way (``round_sound``).
 """
 
 from __future__ import annotations
 
 import platform
+import re
 
 import numba
 import numpy as np
@@ -152,6 +159,12 @@ def _from_half(h, out):
         out[i] = _half_f32(h[i])
 
 
+def _round(x, out):
+    """``out``: the float32 values ``x`` rounded to binary16 (to nearest, ties to even)."""
+    for i in prange(x.size):
+        out[i] = _half_f32(_f32_half(x[i]))
+
+
 _STEPS = {"native": _fma_native, "f16c": _fma_f16c}
 
 # (a, b, c, IEEE binary16 round(a*b + c)) as bits; each fails one way of getting it wrong.
@@ -166,21 +179,63 @@ PROBES = (
 )
 
 
-def compiled_for() -> str | None:
-    """The half-precision arithmetic the CPU Numba compiles for offers, if any."""
-    if numba.config.CPU_NAME is not None:
-        features = numba.config.CPU_FEATURES or ""
-    else:
-        from llvmlite import binding
+# (binary32 input, IEEE binary16 rounding to nearest-even of it, as binary32) as bits.
+ROUND_PROBES = (
+    (0x3F801000, 0x3F800000),  # 1 + 2**-11: a tie goes to even (down)
+    (0x3F803000, 0x3F804000),  # 1 + 3 * 2**-11: a tie goes to even (up)
+    (0x3F801001, 0x3F802000),  # just above a tie: up, not toward zero
+    (0xBF801001, 0xBF802000),  # the same, negative: not toward +inf
+    (0x33800000, 0x33800000),  # 2**-24, the least subnormal: not flushed
+    (0x33000000, 0x00000000),  # 2**-25, a tie between 0 and 2**-24: to even (0)
+    (0x33400000, 0x33800000),  # 3 * 2**-26: above that tie, up to 2**-24
+    (0x80000001, 0x80000000),  # a binary32 subnormal: -0 (treated as zero or not)
+    (0x477FEFFF, 0x477FE000),  # just below 65520: the largest binary16 value, 65504
+    (0x477FF000, 0x7F800000),  # 65520, the overflow threshold: infinity
+    (0xFF800000, 0xFF800000),  # -inf
+)
 
-        features = binding.get_host_cpu_features().flatten()
-    have = set(f[1:] for f in features.split(",") if f.startswith("+"))
+
+# Two functions for LLVM to compile as Numba would: what instructions they become says
+# which binary16 arithmetic the target offers.
+_PROBE_IR = r"""
+declare half @llvm.fma.f16(half, half, half)
+define half @fma16(half %a, half %b, half %c) {
+  %r = call half @llvm.fma.f16(half %a, half %b, half %c)
+  ret half %r
+}
+define half @trunc16(float %x) {
+  %r = fptrunc float %x to half
+  ret half %r
+}
+"""
+
+
+def compiled_for() -> str | None:
+    """The half-precision arithmetic of the CPU Numba compiles for, if any.
+
+    Asked of LLVM with Numba's own target (``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``
+    or the host's, as Numba combines them): a CPU name alone implies its features.
+    """
     machine = platform.machine().lower()
-    if machine in ("x86_64", "amd64"):
-        if "avx512fp16" in have:
-            return "native"
-        return "f16c" if "f16c" in have else None
-    return "f16c" if machine in ("aarch64", "arm64") else None
+    if machine in ("aarch64", "arm64"):
+        return "f16c"
+    if machine not in ("x86_64", "amd64"):
+        return None
+    from llvmlite import binding
+
+    binding.initialize_native_target()
+    binding.initialize_native_asmprinter()
+    cpu = numba.config.CPU_NAME or binding.get_host_cpu_name()
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        features = binding.get_host_cpu_features().flatten()
+    target = binding.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=features, opt=2)
+    asm = target.emit_assembly(binding.parse_assembly(_PROBE_IR))
+    fma16, trunc16 = asm.split("trunc16:", 1)
+    if re.search(r"\bvfmadd\d*sh\b", fma16.split("fma16:", 1)[-1]):
+        return "native"
+    return "f16c" if "vcvtps2ph" in trunc16 else None
 
 
 class HalfAccumulation:
@@ -195,12 +250,13 @@ class HalfAccumulation:
         self._conversions = {
             parallel: tuple(numba.njit(parallel=parallel, cache=True)(
                 clone(f, globals(), f"{f.__name__}_{int(parallel)}"))
-                for f in (_to_half, _from_half))
+                for f in (_to_half, _from_half, _round))
             for parallel in (False, True)
         }
 
     def convert(self, size: int):
-        """(to_half, from_half) for arrays of ``size`` elements: parallel for large ones."""
+        """(to_half, from_half, round) for arrays of ``size`` elements: parallel for large
+        ones."""
         return self._conversions[size >= PARALLEL_CONVERSION]
 
     def loop(self, rounded: bool, parallel: bool):
@@ -227,6 +283,21 @@ class HalfAccumulation:
         got = np.empty((len(p), 1), dtype=np.uint16)
         self.loop(False, False)(p[:, :1], p[:, 1].reshape(-1, 1, 1), p[:, 2:3], got)
         return bool(np.array_equal(got[:, 0], p[:, 3]))
+
+    def round_sound(self) -> bool:
+        """The rounding probes: the compiled conversion rounds as IEEE does, here and now."""
+        p = np.array(ROUND_PROBES, dtype=np.uint32)
+        got = np.empty(len(p), dtype=np.float32)
+        self.convert(0)[2](p[:, 0].view(np.float32), got)
+        return bool(np.array_equal(got.view(np.uint32), p[:, 1]))
+
+    def round(self, x: np.ndarray, out: np.ndarray) -> bool:
+        """``out`` (float32): the float32 ``x`` rounded to binary16, nearest-even; False (and
+        ``out`` untouched) when the floating-point environment does not allow this path."""
+        if not self.round_sound():
+            return False
+        self.convert(x.size)[2](x, out)
+        return True
 
     def accumulate(self, A, B, C, out, rounded: bool, parallel: bool) -> np.ndarray | None:
         """``out`` (float64) from the binary16 accumulation; returns the rows left to do
