@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -18,11 +19,16 @@ from fpsim.kernels.spec import Spec, make_spec
 from fpsim.modes import STOCHASTIC
 from fpsim.rounding import round as round_to
 
+if TYPE_CHECKING:
+    from fpsim._typing import FloatArray, FloatScalar, FormatLike, Scalar, Values
+    from fpsim.accumulation.blocks import BlockFMA
+
 ORDERS = ("sequential", "pairwise", "any")
 PRODUCTS = ("exact", "rounded")
 
 
-def accumulation_spec(accum, rounding, subnormals, saturate, random_bits) -> tuple[Format, Spec]:
+def accumulation_spec(accum: FormatLike, rounding: str, subnormals: bool, saturate: bool,
+                      random_bits: int | None) -> tuple[Format, Spec]:
     fmt = as_format(accum)
     if fmt.man_bits > MAX_ARITH_MAN_BITS:
         raise ValueError(
@@ -32,25 +38,27 @@ def accumulation_spec(accum, rounding, subnormals, saturate, random_bits) -> tup
 
 
 def accumulate(
-    a: np.ndarray,
-    b: np.ndarray,
+    a: Any,
+    b: Any,
     *,
-    accum,
+    accum: FormatLike,
     rounding: str,
     order: str,
     products: str,
-    out,
-    c,
+    out: FormatLike | None,
+    c: Any,
     subnormals: bool,
     saturate: bool,
-    seed,
-    random_bits,
+    seed: int | None,
+    random_bits: int | None,
     stats: bool,
-):
+    narrowed: tuple[Any, Any] | None = None,
+) -> Any:
     """Sum over k of a[..., m, k] * b[..., k, n]: checks, layout and the backend call.
 
     The inputs' values are not checked here (``matmul`` and ``sum`` check what
-    their semantics need).
+    their semantics need). ``narrowed``: a and b as float32 arrays, when the caller
+    has them.
     """
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; known orders: {', '.join(ORDERS)}")
@@ -73,7 +81,8 @@ def accumulate(
         counts = np.zeros(5, dtype=np.int64)
     elif blas:
         with np.errstate(all="ignore"):
-            result = np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32))
+            a32, b32 = narrowed or (np.asarray(a, np.float32), np.asarray(b, np.float32))
+            result = np.matmul(a32, b32)
             if c is not None:
                 result = result + initial(c, result.shape, fmt, spec).astype(np.float32)
         counts = np.zeros(5, dtype=np.int64)
@@ -101,30 +110,123 @@ ACCUMULATOR_OPTIONS = {"accum": "fp32", "rounding": "nearest_even", "order": "se
                        "seed": None, "random_bits": None}
 
 
+@overload
+def matmul(A: Values, B: Values, *, accum: FormatLike | None = ...,
+           rounding: str | None = ..., order: str | None = ..., products: str | None = ...,
+           out: FormatLike | None = ..., c: Values | Scalar | None = ...,
+           model: BlockFMA | None = ..., subnormals: bool | None = ...,
+           saturate: bool | None = ..., seed: int | None = ..., random_bits: int | None = ...,
+           stats: Literal[False] = ...) -> FloatArray: ...
+@overload
+def matmul(A: Values, B: Values, *, accum: FormatLike | None = ...,
+           rounding: str | None = ..., order: str | None = ..., products: str | None = ...,
+           out: FormatLike | None = ..., c: Values | Scalar | None = ...,
+           model: BlockFMA | None = ..., subnormals: bool | None = ...,
+           saturate: bool | None = ..., seed: int | None = ..., random_bits: int | None = ...,
+           stats: Literal[True]) -> tuple[FloatArray, AccumulationStats]: ...
+@overload
+def matmul(A: Values, B: Values, *, accum: FormatLike | None = ...,
+           rounding: str | None = ..., order: str | None = ..., products: str | None = ...,
+           out: FormatLike | None = ..., c: Values | Scalar | None = ...,
+           model: BlockFMA | None = ..., subnormals: bool | None = ...,
+           saturate: bool | None = ..., seed: int | None = ..., random_bits: int | None = ...,
+           stats: bool = ...) -> FloatArray | tuple[FloatArray, AccumulationStats]: ...
 def matmul(
-    A,
-    B,
+    A: Values,
+    B: Values,
     *,
-    accum: Format | str | None = None,
+    accum: FormatLike | None = None,
     rounding: str | None = None,
     order: str | None = None,
     products: str | None = None,
-    out: Format | str | None = None,
-    c=None,
-    model=None,
+    out: FormatLike | None = None,
+    c: Values | Scalar | None = None,
+    model: BlockFMA | None = None,
     subnormals: bool | None = None,
     saturate: bool | None = None,
     seed: int | None = None,
     random_bits: int | None = None,
     stats: bool = False,
-):
-    """A @ B with every addition rounded to ``accum`` (or a hardware block-FMA ``model``).
+) -> Any:
+    """Matrix product with an emulated accumulator: ``A @ B`` with every addition rounded.
 
-    A is (..., M, K), B (..., K, N); see docs/accumulation.md. Unless a ``model`` is
-    given: ``accum="fp32"``, ``rounding="nearest_even"``, ``order="sequential"``,
-    ``products="exact"``, ``subnormals=True``, ``saturate=False``; a model fixes all of
-    them, so passing one with it is an error. With ``stats=True`` returns
-    ``(result, AccumulationStats)``.
+    Each element of the result is ``c`` plus the products ``A[..., m, k] * B[..., k, n]``
+    added in ``k`` order (or as a pairwise tree), each addition rounded to ``accum``;
+    or, with a ``model``, added block by block as a tensor core does.
+    ``docs/accumulation.md`` states the algorithm to the bit.
+
+    Parameters
+    ----------
+    A, B : array_like
+        (..., M, K) and (..., K, N), batch dimensions broadcast as in NumPy; float32
+        values (fp32, tf32, bf16, fp16, fp8 all are), so that products are exact.
+        GPU (CuPy) arrays need the ``cupy`` backend.
+    accum : Format or str, default "fp32"
+        The accumulator's format (at most 29 fraction bits).
+    rounding : str, default "nearest_even"
+        How each addition rounds: one of ``fpsim.ROUNDING_MODES``.
+    order : {"sequential", "pairwise", "any"}, default "sequential"
+        ``"sequential"``: ``c`` first, then each product in ``k`` order;
+        ``"pairwise"``: a balanced tree of the products, each rounded to ``accum``
+        first; ``"any"``: any order (fp32 with the defaults: NumPy's BLAS).
+    products : {"exact", "rounded"}, default "exact"
+        Sequential order: add each product exactly, or rounded to ``accum`` first.
+    out : Format or str, optional
+        Round the accumulated sums to this format at the end.
+    c : array_like, optional
+        The initial accumulator, broadcast to the result's shape: values of
+        ``accum`` (default +0).
+    model : fpsim.hw.BlockFMA, optional
+        A tensor core's block FMA (``fpsim.hw.H100``, ...); it fixes accum,
+        rounding, order, products, subnormals, saturate, seed and random_bits,
+        so none of them may be given with it.
+    subnormals : bool, default True
+        False: subnormal sums flush to zero (and inputs below the smallest
+        normal number are read as zeros).
+    saturate : bool, default False
+        True: sums that would overflow are the largest finite value instead.
+    seed : int, optional
+        Stochastic rounding only: the key (0..2**64-1) of the random stream.
+    random_bits : int, optional
+        Stochastic rounding only: random bits per draw (1..53; default 53).
+    stats : bool, default False
+        True: also return the counts of what the additions did.
+
+    Returns
+    -------
+    numpy.ndarray
+        The (..., M, N) result; its dtype is NumPy's promotion of the inputs'
+        dtypes and the dtype of ``accum`` (or ``out``, or the model's output).
+    stats : AccumulationStats
+        Only with ``stats=True``, as ``(result, stats)``.
+
+    Raises
+    ------
+    ValueError
+        Arrays of fewer than 2 dimensions, inner or batch dimensions that do not
+        fit; inputs that are not float32 values, a ``c`` that is not a value of
+        ``accum``; an unknown format, mode, order or products; an option given
+        with a ``model``.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> A = [[1.0, 2.0**-11, 2.0**-11]]
+    >>> B = [[1.0], [1.0], [1.0]]
+    >>> fpsim.matmul(A, B, accum="fp16").tolist()
+    [[1.0]]
+    >>> fpsim.matmul(A, B).tolist()
+    [[1.0009765625]]
+    >>> C, stats = fpsim.matmul(A, B, accum="fp16", stats=True)
+    >>> stats.absorbed, stats.additions
+    (2, 3)
+
+    A tensor core adds a block of products exactly, then cuts the sum to fp32:
+
+    >>> A = [[1.0, 2.0**-24, 2.0**-24, 2.0**-24]]
+    >>> B = [[1.0]] * 4
+    >>> fpsim.matmul(A, B).tolist(), fpsim.matmul(A, B, model=fpsim.hw.H100).tolist()
+    ([[1.0]], [[1.0000001192092896]])
     """
     given = dict(accum=accum, rounding=rounding, order=order, products=products,
                  subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits)
@@ -137,8 +239,7 @@ def matmul(
         )
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"inner dimensions differ: A {a.shape} and B {b.shape}")
-    check_float32_values(a, "A")
-    check_float32_values(b, "B")
+    narrowed = check_float32_values(a, "A"), check_float32_values(b, "B")
     if model is not None:
         overridden = [k for k, v in given.items() if v is not None]
         if overridden:
@@ -147,12 +248,52 @@ def matmul(
                 f"{', '.join(overridden)} cannot be given with it"
             )
         return block_matmul(a, b, model, c=c, out=out, stats=stats)
-    options = {k: ACCUMULATOR_OPTIONS[k] if v is None else v for k, v in given.items()}
-    return accumulate(a, b, out=out, c=c, stats=stats, **options)
+    options: dict[str, Any] = {k: ACCUMULATOR_OPTIONS[k] if v is None else v
+                               for k, v in given.items()}
+    return accumulate(a, b, out=out, c=c, stats=stats, narrowed=narrowed, **options)
 
 
-def dot(a, b, **options):
-    """The dot product of 1-D ``a`` and ``b``: ``matmul(a[None, :], b[:, None])[0, 0]``."""
+@overload
+def dot(a: Values, b: Values, *, stats: Literal[False] = ..., **options: Any) -> FloatScalar: ...
+@overload
+def dot(a: Values, b: Values, *, stats: Literal[True],
+        **options: Any) -> tuple[FloatScalar, AccumulationStats]: ...
+@overload
+def dot(a: Values, b: Values, *, stats: bool = ...,
+        **options: Any) -> FloatScalar | tuple[FloatScalar, AccumulationStats]: ...
+def dot(a: Values, b: Values, **options: Any) -> Any:
+    """Dot product with an emulated accumulator: ``matmul(a[None, :], b[:, None])[0, 0]``.
+
+    Parameters
+    ----------
+    a, b : array_like
+        1-D arrays of equal length: float32 values.
+    **options
+        ``matmul``'s keyword arguments: ``accum``, ``rounding``, ``order``,
+        ``products``, ``out``, ``c`` (a scalar), ``model``, ``subnormals``,
+        ``saturate``, ``seed``, ``random_bits``, ``stats``.
+
+    Returns
+    -------
+    numpy scalar
+        The dot product, accumulated as ``matmul`` accumulates.
+    stats : AccumulationStats
+        Only with ``stats=True``, as ``(result, stats)``.
+
+    Raises
+    ------
+    ValueError
+        ``a`` and ``b`` not 1-D arrays of equal length; anything ``matmul`` refuses.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> float(fpsim.dot([1.0, 2.0], [3.0, 4.0]))
+    11.0
+    >>> a, b = [1.0, 2.0**-11, 2.0**-11], [1.0, 1.0, 1.0]
+    >>> float(fpsim.dot(a, b, accum="fp16")), float(fpsim.dot(a, b, accum="fp32"))
+    (1.0, 1.0009765625)
+    """
     x = as_float_array(a, "a", device=True)
     y = as_float_array(b, "b", device=True)
     if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:

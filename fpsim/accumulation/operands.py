@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -12,23 +14,33 @@ from fpsim.formats import Format
 from fpsim.kernels.spec import Spec
 
 
-def check_float32_values(x, name: str) -> None:
-    """Products of float32 values are exact in binary64; refuse anything else."""
-    if x.dtype in (np.float16, np.float32):
-        return
+def check_float32_values(x: Any, name: str) -> Any:
+    """Products of float32 values are exact in binary64; refuse anything else.
+
+    Returns the values as a float32 array (``x`` itself when it is one).
+    """
+    if x.dtype == np.float32:
+        return x
+    narrowed = x.astype(np.float32)
+    if x.dtype == np.float16:
+        return narrowed
     xp = array_module([x])
     with errstate(xp):
-        bad = ~((x.astype(np.float32) == x) | xp.isnan(x))
-    if bad.any():
-        where = tuple(int(i) for i in np.unravel_index(int(bad.argmax()), x.shape))
-        raise ValueError(
-            f"{name}[{where}]={host_value(x[where])!r} is not a float32 value; the inputs of an "
-            f"accumulation must be float32 values (fp32, tf32, bf16, fp16, fp8) so that "
-            f"their products are exact"
-        )
+        differ = narrowed != x  # NaN too: a second look sorts those out
+        if differ.any():
+            bad = differ & ~xp.isnan(x)
+            if bad.any():
+                where = tuple(int(i) for i in np.unravel_index(int(bad.argmax()), x.shape))
+                raise ValueError(
+                    f"{name}[{where}]={host_value(x[where])!r} is not a float32 value; the "
+                    f"inputs of an accumulation must be float32 values (fp32, tf32, bf16, "
+                    f"fp16, fp8) so that their products are exact"
+                )
+    return narrowed
 
 
-def initial(c, shape: tuple[int, ...], fmt: Format, spec: Spec, xp=np):
+def initial(c: Any, shape: tuple[int, ...], fmt: Format, spec: Spec,
+            xp: ModuleType = np) -> Any:
     """The initial accumulator: ``c`` broadcast to ``shape`` (values of ``fmt``), or +0,
     as a float64 array of ``xp`` (NumPy, or CuPy on the GPU)."""
     if c is None:
@@ -47,7 +59,7 @@ def initial(c, shape: tuple[int, ...], fmt: Format, spec: Spec, xp=np):
     return flat
 
 
-def result_shape(a, b) -> tuple[int, ...]:
+def result_shape(a: Any, b: Any) -> tuple[int, ...]:
     """The shape of a @ b: the broadcast batch dimensions, then (M, N)."""
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -58,7 +70,7 @@ def result_shape(a, b) -> tuple[int, ...]:
     return batch + (a.shape[-2], b.shape[-1])
 
 
-def layout(a, b, xp=np) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+def layout(a: Any, b: Any, xp: ModuleType = np) -> tuple[tuple[int, ...], Any, Any]:
     """The result's shape, a as (rows, K) and b as (groups, K, N), batch dimensions broadcast.
 
     Row r of a pairs with b[r // (rows // groups)]; b is not copied when it is one matrix.
