@@ -1,7 +1,19 @@
 """Block fused multiply-add models of NVIDIA tensor cores: the presets.
 
 ``docs/hardware-models.md`` gives each preset's parameters and sources; the
-model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``).
+model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``). ``V100`` ... ``B200``
+read fp16 inputs, the ``_BF16`` presets bf16 ones; all accumulate in fp32.
+
+Examples
+--------
+>>> import fpsim
+>>> sorted(fpsim.hw.PRESETS)
+['A100', 'A100/bf16', 'B200', 'B200/bf16', 'H100', 'H100/bf16', 'V100']
+>>> A, B = [[1.0, 2.0**-24, 2.0**-24, 2.0**-24]], [[1.0]] * 4
+>>> fpsim.matmul(A, B, model=fpsim.hw.V100).tolist()
+[[1.0]]
+>>> fpsim.matmul(A, B, model=fpsim.hw.H100).tolist()
+[[1.0000001192092896]]
 """
 
 from fpsim.accumulation.blocks import OUTPUT_ROUNDINGS, BlockFMA, block_matmul
@@ -18,4 +30,6 @@ B200 = BlockFMA("B200", block=16, frac_bits=25, exp_floor=-133)
 A100_BF16 = A100.with_input("bf16")
 H100_BF16 = H100.with_input("bf16")
 B200_BF16 = B200.with_input("bf16")
-PRESETS = {m.name: m for m in (V100, A100, H100, B200, A100_BF16, H100_BF16, B200_BF16)}
+PRESETS: dict[str, BlockFMA] = {
+    m.name: m for m in (V100, A100, H100, B200, A100_BF16, H100_BF16, B200_BF16)
+}

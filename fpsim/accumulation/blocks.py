@@ -8,6 +8,7 @@ products to an accumulator (``docs/accumulation.md`` gives the algorithm);
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -29,20 +30,53 @@ MAX_INPUT_MAN_BITS = 30
 
 @dataclass(frozen=True)
 class BlockFMA:
-    """One instruction's block FMA: ``block`` products plus the accumulator per step.
+    """A model of one tensor-core instruction's block fused multiply-add.
 
-    ``frac_bits``: fraction bits kept below the alignment exponent (terms are
-    cut toward zero to that grid); ``exp_floor``: lower bound of the alignment
-    exponent (None: none); ``input``/``output``: formats; ``output_rounding``:
-    how the block's exact sum is rounded to the output.
+    Each step adds ``block`` exact products and the running sum: the terms are
+    aligned to the largest exponent among them (at least ``exp_floor``), cut
+    toward zero to ``frac_bits`` fraction bits below it, added exactly, and the
+    sum rounded to ``output`` (``docs/accumulation.md``). Pass one to
+    ``fpsim.matmul(..., model=...)``; ``fpsim.hw`` holds the presets of real GPUs.
+
+    Parameters
+    ----------
+    name : str
+        A label (``"H100"``).
+    block : int
+        Products added per step (at least 1).
+    frac_bits : int
+        Fraction bits kept below the alignment exponent (1..40).
+    exp_floor : int or None
+        The lowest alignment exponent (None: no floor).
+    input : str or Format, default "fp16"
+        The format of the inputs (at most 30 fraction bits).
+    output : str or Format, default "fp32"
+        The accumulator's format (at most 29 fraction bits).
+    output_rounding : {"toward_zero", "nearest_even"}, default "toward_zero"
+        How each step's exact sum is rounded to ``output``.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range or of the wrong type, or a model fpsim cannot
+        run exactly (its exact sums must fit 64-bit integers).
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> fpsim.hw.H100
+    BlockFMA(name='H100', block=16, frac_bits=25, exp_floor=-133, input='fp16', ...)
+    >>> toy = fpsim.hw.BlockFMA("toy", block=2, frac_bits=10, exp_floor=None)
+    >>> fpsim.matmul([[1.0, 2.0**-11, 2.0**-11]], [[1.0]] * 3, model=toy).tolist()
+    [[1.0]]
     """
 
     name: str
     block: int
     frac_bits: int
     exp_floor: int | None
-    input: str = "fp16"
-    output: str = "fp32"
+    input: str | Format = "fp16"
+    output: str | Format = "fp32"
     output_rounding: str = "toward_zero"
 
     def __post_init__(self) -> None:
@@ -69,7 +103,24 @@ class BlockFMA:
                 )
 
     def with_input(self, fmt: Format | str) -> BlockFMA:
-        """The same model reading inputs of another format (e.g. ``"bf16"``)."""
+        """The same model reading inputs of another format.
+
+        Parameters
+        ----------
+        fmt : Format or str
+            The inputs' format (e.g. ``"bf16"``).
+
+        Returns
+        -------
+        BlockFMA
+            A copy named ``"<name>/<format>"``.
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.hw.H100.with_input("bf16").name
+        'H100/bf16'
+        """
         f = as_format(fmt)
         # A preset is kept by name; a custom format as itself (its name is no preset's).
         value = f.name if PRESETS.get(f.name) == f else f
@@ -85,9 +136,42 @@ class BlockFMA:
         )
 
 
-def block_matmul(a: np.ndarray, b: np.ndarray, model: BlockFMA, *, c=None, out=None,
-                 stats: bool = False):
-    """A @ B as the hardware computes it with ``model`` (see ``fpsim.matmul(model=...)``)."""
+def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
+                 out: Format | str | None = None, stats: bool = False) -> Any:
+    """A @ B as the hardware computes it with ``model``: ``fpsim.matmul(A, B, model=model)``.
+
+    Parameters
+    ----------
+    a, b : array_like
+        (..., M, K) and (..., K, N) arrays of the model's input format.
+    model : BlockFMA
+        The block-FMA model.
+    c : array_like, optional
+        The initial accumulator: values of the model's output format.
+    out : Format or str, optional
+        Round the result to this format at the end.
+    stats : bool, default False
+        True: also return the ``AccumulationStats``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The (..., M, N) result (and, with ``stats=True``, the stats).
+
+    Raises
+    ------
+    ValueError
+        Inputs that are not values of the model's input format; anything
+        ``fpsim.matmul`` refuses.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> a, b = np.array([[1.0, 2.0**-24, 2.0**-24, 2.0**-24]]), np.ones((4, 1))
+    >>> fpsim.hw.block_matmul(a, b, fpsim.hw.H100).tolist()
+    [[1.0000001192092896]]
+    """
     if not isinstance(model, BlockFMA):
         raise ValueError(f"model must be a fpsim.hw.BlockFMA, got {model!r}")
     stats = boolean(stats, "stats")

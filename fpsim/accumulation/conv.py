@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, overload
+
 import numpy as np
 
 from fpsim._checks import integer_pair
 from fpsim._inputs import as_float_array
 from fpsim.accumulation.matmul import matmul
 
+if TYPE_CHECKING:
+    from fpsim._typing import FloatArray, Values
+    from fpsim.accumulation.stats import AccumulationStats
 
-def im2col(x: np.ndarray, kh: int, kw: int, stride: tuple, padding: tuple) -> np.ndarray:
+Pair = tuple[int, int]
+
+
+def im2col(x: np.ndarray, kh: int, kw: int, stride: Pair, padding: Pair) -> np.ndarray:
     """Patches of ``x`` (N, C, H, W) as rows (N, OH*OW, C*KH*KW), K running over (c, kh, kw)."""
     n, ch, h, w = x.shape
     (sh, sw), (ph, pw) = stride, padding
@@ -18,10 +27,12 @@ def im2col(x: np.ndarray, kh: int, kw: int, stride: tuple, padding: tuple) -> np
     ow = (w + 2 * pw - kw) // sw + 1
     windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
     windows = windows[:, :, ::sh, ::sw][:, :, :oh, :ow]  # (N, C, OH, OW, KH, KW)
-    return windows.transpose(0, 2, 3, 1, 4, 5).reshape(n, oh * ow, ch * kh * kw)
+    patches: np.ndarray = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n, oh * ow, ch * kh * kw)
+    return patches
 
 
-def check(x: np.ndarray, w: np.ndarray, stride, padding) -> tuple[tuple, tuple]:
+def check(x: np.ndarray, w: np.ndarray, stride: int | Pair,
+          padding: int | Pair) -> tuple[Pair, Pair]:
     """Validate a convolution's shapes; returns ``(stride, padding)`` as pairs."""
     if x.ndim != 4 or w.ndim != 4:
         raise ValueError(
@@ -31,14 +42,15 @@ def check(x: np.ndarray, w: np.ndarray, stride, padding) -> tuple[tuple, tuple]:
         raise ValueError(f"channels differ: x has {x.shape[1]}, w has {w.shape[1]}")
     if 0 in w.shape[2:]:
         raise ValueError(f"the kernel must be at least 1x1, got {w.shape[2]}x{w.shape[3]}")
-    stride = integer_pair(stride, "stride", 1)
-    padding = integer_pair(padding, "padding", 0)
-    if any(x.shape[2 + i] + 2 * padding[i] < w.shape[2 + i] for i in range(2)):
+    strides = integer_pair(stride, "stride", 1)
+    pads = integer_pair(padding, "padding", 0)
+    if any(x.shape[2 + i] + 2 * pads[i] < w.shape[2 + i] for i in range(2)):
         raise ValueError(f"kernel {w.shape[2:]} larger than the padded input {x.shape[2:]}")
-    return stride, padding
+    return strides, pads
 
 
-def correlate(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, product):
+def correlate(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
+              product: Callable[[np.ndarray, np.ndarray], Any]) -> tuple[np.ndarray, np.ndarray]:
     """``(y (N, O, OH, OW), patches (N, OH*OW, C*KH*KW))``: each output the inner product
     of a patch with a kernel, computed as ``product(patches, kernels)`` (a matmul)."""
     o, ch, kh, kw = w.shape
@@ -50,23 +62,73 @@ def correlate(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, produ
     return np.ascontiguousarray(value.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)), cols
 
 
-def conv2d(x, w, *, stride=1, padding=0, **options):
-    """Cross-correlation of ``x`` (N, C, H, W) with ``w`` (O, C, KH, KW), NCHW out.
+@overload
+def conv2d(x: Values, w: Values, *, stride: int | Pair = ..., padding: int | Pair = ...,
+           stats: Literal[False] = ..., **options: Any) -> FloatArray: ...
+@overload
+def conv2d(x: Values, w: Values, *, stride: int | Pair = ..., padding: int | Pair = ...,
+           stats: Literal[True], **options: Any) -> tuple[FloatArray, AccumulationStats]: ...
+@overload
+def conv2d(x: Values, w: Values, *, stride: int | Pair = ..., padding: int | Pair = ...,
+           stats: bool = ...,
+           **options: Any) -> FloatArray | tuple[FloatArray, AccumulationStats]: ...
+def conv2d(x: Values, w: Values, *, stride: int | Pair = 1, padding: int | Pair = 0,
+           **options: Any) -> Any:
+    """2-D convolution with an emulated accumulator (a cross-correlation, as in PyTorch).
 
-    Each output is an inner product over (c, kh, kw) in C order, computed by
-    ``fpsim.matmul`` with ``options`` (accum, rounding, order, products, model, ...).
+    Each output is the inner product of a patch of ``x`` with a kernel, over
+    (c, kh, kw) in C order, computed by ``fpsim.matmul`` with ``options``.
+
+    Parameters
+    ----------
+    x : array_like
+        The input, (N, C, H, W): float32 values.
+    w : array_like
+        The kernels, (O, C, KH, KW): float32 values.
+    stride : int or (int, int), default 1
+        The step between patches, vertically and horizontally (at least 1).
+    padding : int or (int, int), default 0
+        Zeros added above and below, left and right (at least 0).
+    **options
+        ``matmul``'s keyword arguments: ``accum``, ``rounding``, ``order``,
+        ``products``, ``out``, ``model``, ``subnormals``, ``saturate``, ``seed``,
+        ``random_bits``, ``stats``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The output, (N, O, OH, OW), OH = (H + 2 * padding - KH) // stride + 1.
+    stats : AccumulationStats
+        Only with ``stats=True``, as ``(result, stats)``.
+
+    Raises
+    ------
+    ValueError
+        Inputs that are not 4-D, channels that differ, an empty kernel or one
+        larger than the padded input, a bad ``stride`` or ``padding``; anything
+        ``matmul`` refuses.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> fpsim.conv2d(np.ones((1, 1, 3, 3)), np.ones((1, 1, 2, 2)), accum="fp16").tolist()
+    [[[[4.0, 4.0], [4.0, 4.0]]]]
+    >>> images, kernels = np.ones((2, 3, 8, 8)), np.ones((4, 3, 3, 3))
+    >>> fpsim.conv2d(images, kernels, stride=2, padding=1, accum="fp16").shape
+    (2, 4, 4, 4)
     """
-    x = as_float_array(x, "x")
-    w = as_float_array(w, "w")
-    stride, padding = check(x, w, stride, padding)
-    counts = []
+    xs: np.ndarray = as_float_array(x, "x")
+    ws: np.ndarray = as_float_array(w, "w")
+    strides, pads = check(xs, ws, stride, padding)
+    counts: list[AccumulationStats] = []
 
-    def product(a, b):
+    def product(a: np.ndarray, b: np.ndarray) -> Any:
         result = matmul(a, b, **options)
         if options.get("stats"):
             counts.append(result[1])
             return result[0]
         return result
 
-    value, _ = correlate(x, w, stride, padding, product)
+    value, _ = correlate(xs, ws, strides, pads, product)
     return (value, counts[0]) if options.get("stats") else value
