@@ -12,12 +12,30 @@ from fpsim._checks import integer, real
 
 
 class NoLossScale:
-    """Scale 1: gradients as they come."""
+    """Scale 1: gradients as they come (a step with an inf or NaN is applied).
+
+    Attributes
+    ----------
+    scale : float
+        1.0.
+
+    Examples
+    --------
+    >>> from fpsim.training import NoLossScale
+    >>> NoLossScale().scale
+    1.0
+    """
 
     scale = 1.0
 
     def update(self, found_inf: bool) -> None:
-        pass
+        """Nothing: the scale stays 1.
+
+        Parameters
+        ----------
+        found_inf : bool
+            Ignored.
+        """
 
     def __repr__(self) -> str:
         return "NoLossScale()"
@@ -25,7 +43,24 @@ class NoLossScale:
 
 @dataclass
 class StaticLossScale:
-    """A constant scale S (the paper used 8 to 32K)."""
+    """A constant scale S (the paper used 8 to 32K).
+
+    Parameters
+    ----------
+    scale : float
+        S, positive.
+
+    Raises
+    ------
+    ValueError
+        If ``scale`` is not a positive number.
+
+    Examples
+    --------
+    >>> from fpsim.training import StaticLossScale
+    >>> StaticLossScale(1024).scale
+    1024.0
+    """
 
     scale: float
 
@@ -33,7 +68,13 @@ class StaticLossScale:
         self.scale = real(self.scale, "scale", 0.0, low_open=True)
 
     def update(self, found_inf: bool) -> None:
-        pass
+        """Nothing: the scale is constant (a step with an inf or NaN is skipped).
+
+        Parameters
+        ----------
+        found_inf : bool
+            Ignored.
+        """
 
 
 def _float32(x: float) -> float:
@@ -51,6 +92,44 @@ class DynamicLossScale:
     that would make it infinite is not made (the scale stops at 2**127 when doubling).
     ``hysteresis`` (DeepSpeed) is how many overflows in a row are tolerated before
     backing off; ``min_scale`` a floor.
+
+    Parameters
+    ----------
+    scale : float, default 2**16
+        The initial scale (rounded to binary32).
+    growth_factor : float, default 2.0
+        The factor of a growth (above 1).
+    backoff_factor : float, default 0.5
+        The factor of a backoff (in (0, 1)).
+    growth_interval : int, default 2000
+        Good steps in a row before a growth.
+    min_scale : float, optional
+        The scale never backs off below it.
+    hysteresis : int, default 1
+        Overflows in a row before a backoff.
+
+    Attributes
+    ----------
+    good_steps : int
+        Good steps since the last growth or overflow.
+    tolerance : int
+        Overflows still tolerated before the next backoff.
+
+    Raises
+    ------
+    ValueError
+        For a value out of range, or an initial scale beyond binary32's range.
+
+    Examples
+    --------
+    >>> from fpsim.training import DynamicLossScale
+    >>> s = DynamicLossScale(scale=1024.0, growth_interval=2)
+    >>> s.update(found_inf=True)
+    >>> s.scale
+    512.0
+    >>> s.update(False); s.update(False)
+    >>> s.scale
+    1024.0
     """
 
     scale: float = 2.0**16
@@ -77,7 +156,13 @@ class DynamicLossScale:
         self.tolerance = self.hysteresis
 
     def update(self, found_inf: bool) -> None:
-        """Advance after a step whose gradients were (not) all finite."""
+        """Advance after a step whose gradients were (not) all finite.
+
+        Parameters
+        ----------
+        found_inf : bool
+            Whether the step's gradients had an inf or NaN (the step was skipped).
+        """
         if found_inf:
             self.good_steps = 0
             if self.tolerance > 1:  # DeepSpeed: tolerated until the hysteresis is spent
@@ -97,7 +182,30 @@ class DynamicLossScale:
 
 
 def as_loss_scale(spec) -> NoLossScale | StaticLossScale | DynamicLossScale:
-    """``None``/"none", a number (static), "dynamic", or a loss-scale object."""
+    """``None``/"none", a number (static), "dynamic", or a loss-scale object.
+
+    Parameters
+    ----------
+    spec : None, str, float or loss-scale object
+        What to make a loss scale of; a loss-scale object is returned as it is.
+
+    Returns
+    -------
+    NoLossScale, StaticLossScale or DynamicLossScale
+
+    Raises
+    ------
+    ValueError
+        For anything else.
+
+    Examples
+    --------
+    >>> from fpsim.training import as_loss_scale
+    >>> as_loss_scale(None), as_loss_scale(128)
+    (NoLossScale(), StaticLossScale(scale=128.0))
+    >>> as_loss_scale("dynamic").scale
+    65536.0
+    """
     if spec is None or spec == "none":
         return NoLossScale()
     if spec == "dynamic":

@@ -15,7 +15,29 @@ from fpsim.rounding import round as round_to
 
 @dataclass(frozen=True)
 class GradientCounts:
-    """How many gradient values are zero, subnormal, or overflowed (inf/NaN)."""
+    """How many gradient values are zero, subnormal, or overflowed (inf/NaN).
+
+    Parameters
+    ----------
+    total : int
+        The number of values.
+    zero : int
+        Of them, zeros.
+    subnormal : int
+        Nonzero values below the format's smallest normal.
+    overflow : int
+        Infinities and NaNs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.training import GradientCounts
+    >>> counts = GradientCounts.of([np.array([0.0, 1e-6, 1.0, np.inf])], "fp16")
+    >>> counts
+    GradientCounts(total=4, zero=1, subnormal=1, overflow=1)
+    >>> counts.fraction("zero")
+    0.25
+    """
 
     total: int = 0
     zero: int = 0
@@ -24,7 +46,19 @@ class GradientCounts:
 
     @classmethod
     def of(cls, values: Iterable[np.ndarray], fmt: Format | str) -> GradientCounts:
-        """The counts over ``values`` (arrays), subnormal meaning below ``fmt``'s normals."""
+        """The counts over ``values`` (arrays), subnormal meaning below ``fmt``'s normals.
+
+        Parameters
+        ----------
+        values : iterable of array_like
+            The gradients.
+        fmt : Format or str
+            The format whose smallest normal bounds the subnormals.
+
+        Returns
+        -------
+        GradientCounts
+        """
         fmt = as_format(fmt)
         total = zero = subnormal = overflow = 0
         for v in values:
@@ -36,12 +70,50 @@ class GradientCounts:
         return cls(total, zero, subnormal, overflow)
 
     def fraction(self, name: str) -> float:
+        """The count ``name`` ("zero", "subnormal" or "overflow") over ``total`` (0 if none).
+
+        Parameters
+        ----------
+        name : str
+            One of the counts.
+
+        Returns
+        -------
+        float
+        """
         return getattr(self, name) / self.total if self.total else 0.0
 
 
 class FlushCounter:
     """While active (``with``): of the gradient values rounded to ``fmt`` during
-    backward, how many were nonzero and how many of those the rounding made zero."""
+    backward, how many were nonzero and how many of those the rounding made zero.
+
+    Parameters
+    ----------
+    fmt : Format or str
+        The format whose gradient roundings are counted.
+
+    Attributes
+    ----------
+    fmt : Format
+        As given.
+    nonzero : int
+        Nonzero gradient values rounded to ``fmt``.
+    flushed : int
+        Of them, those rounded to zero.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim import nn, training
+    >>> w = nn.Parameter([1.0])
+    >>> with fpsim.precision.parse("mixed"):
+    ...     loss = (w * 1e-4 * 1e-4).sum()
+    ...     with training.FlushCounter("fp16") as counter:
+    ...         loss.backward()
+    >>> counter.flushed, counter.nonzero, w.grad  # 1e-8 is below fp16's subnormals
+    (1, 4, array([0.]))
+    """
 
     def __init__(self, fmt: Format | str):
         self.fmt = as_format(fmt)
@@ -56,6 +128,7 @@ class FlushCounter:
 
     @property
     def fraction(self) -> float:
+        """``flushed / nonzero`` (0 when nothing was counted)."""
         return self.flushed / self.nonzero if self.nonzero else 0.0
 
     def __enter__(self) -> FlushCounter:
@@ -71,6 +144,30 @@ def gradients(loss: Tensor, fmt: Format) -> tuple[list[np.ndarray], list[np.ndar
 
     Weight gradients are those of the parameters' ``fmt`` copies (the cast of a
     master weight, or the parameter itself when it is stored in ``fmt``).
+
+    Parameters
+    ----------
+    loss : Tensor
+        The loss, after ``backward()``.
+    fmt : Format
+        The format of the gradients to collect (the compute format).
+
+    Returns
+    -------
+    (list of numpy.ndarray, list of numpy.ndarray)
+        The activations' gradients and the weights'.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim import nn, training
+    >>> w = nn.Parameter([1.0, 2.0])
+    >>> with fpsim.precision.parse("mixed"):
+    ...     loss = (w * 3).sum()
+    ...     loss.backward()
+    >>> activations, weights = training.gradients(loss, fpsim.format("fp16"))
+    >>> weights
+    [array([3., 3.])]
     """
     activations, weights = [], []
     for t in loss.graph():
@@ -85,7 +182,29 @@ def gradients(loss: Tensor, fmt: Format) -> tuple[list[np.ndarray], list[np.ndar
 
 def exponent_histogram(values: Iterable[np.ndarray], lo: int = -64, hi: int = 16):
     """``(exponents, counts, zeros)``: counts of floor(log2|v|) for lo <= e < hi
-    (values outside are counted at the ends) and the number of zeros."""
+    (values outside are counted at the ends) and the number of zeros.
+
+    Parameters
+    ----------
+    values : iterable of array_like
+        The values (infinities and NaNs are left out).
+    lo, hi : int, default -64, 16
+        The range of exponents.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, int)
+        ``arange(lo, hi)``, the count of each exponent, and the number of zeros.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.training import exponent_histogram
+    >>> exponents, counts, zeros = exponent_histogram([np.array([0.0, 0.75, 3.0, 1e-30])],
+    ...                                               lo=-4, hi=4)
+    >>> exponents, counts, zeros
+    (array([-4, -3, -2, -1,  0,  1,  2,  3]), array([1, 0, 0, 1, 0, 1, 0, 0]), 1)
+    """
     exps = np.arange(lo, hi)
     counts = np.zeros(hi - lo, dtype=np.int64)
     zeros = 0
@@ -101,7 +220,30 @@ def exponent_histogram(values: Iterable[np.ndarray], lo: int = -64, hi: int = 16
 def flushed_fraction(values: Iterable[np.ndarray], fmt: Format | str = "fp16",
                      scale: float = 1.0) -> float:
     """Of the nonzero finite values, the fraction that ``value * scale`` rounds to zero
-    in ``fmt`` (nearest even): what loss scaling by ``scale`` would still lose."""
+    in ``fmt`` (nearest even): what loss scaling by ``scale`` would still lose.
+
+    Parameters
+    ----------
+    values : iterable of array_like
+        The values (gradients, unscaled).
+    fmt : Format or str, default "fp16"
+        The format they would be rounded to.
+    scale : float, default 1.0
+        The loss scale.
+
+    Returns
+    -------
+    float
+        0 when there are no nonzero finite values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.training import flushed_fraction
+    >>> grads = [np.array([1e-8, 1e-3])]
+    >>> flushed_fraction(grads, "fp16"), flushed_fraction(grads, "fp16", scale=1024)
+    (0.5, 0.0)
+    """
     fmt = as_format(fmt)
     lost = nonzero = 0
     for v in values:

@@ -22,10 +22,29 @@ from fpsim.training.monitor import FlushCounter, GradientCounts, gradients
 
 @dataclass(frozen=True)
 class StepReport:
-    """What one step did. ``absorbed_fraction``: of the nonzero weight updates, those
-    that left the weight unchanged; ``flushed_fraction``: of the nonzero gradient values
-    rounded to the compute format in backward (at the loss scale), those made zero (NaN
-    when the trainer's ``monitor`` is off)."""
+    """What one step did (``Trainer.step`` returns it).
+
+    Parameters
+    ----------
+    loss : float
+        The loss (unscaled).
+    loss_scale : float
+        The scale the loss was multiplied by in backward.
+    skipped : bool
+        Whether the step was skipped (inf or NaN gradients under a loss scale).
+    grad_norm : float
+        The global norm of the (unscaled) weight gradients, before clipping; NaN when
+        the step was skipped.
+    absorbed_fraction : float
+        Of the nonzero weight updates, those that left the weight unchanged.
+    flushed_fraction : float
+        Of the nonzero gradient values rounded to the compute format in backward (at the
+        loss scale), those made zero (NaN when the trainer's ``monitor`` is off).
+    activation_grads : GradientCounts
+        Zeros, subnormals and overflows among the activation gradients (compute format).
+    weight_grads : GradientCounts
+        The same among the weight gradients in the compute format.
+    """
 
     loss: float
     loss_scale: float
@@ -44,6 +63,51 @@ class Trainer:
     copy; the compute format without one). ``loss_scale``: None, a number, "dynamic"
     or a loss-scale object. With a loss scale, a step whose gradients are not all
     finite is skipped; without one it is applied (and may diverge).
+
+    Parameters
+    ----------
+    model : Module
+        The model (its parameters are rounded to ``policy.params`` in place).
+    optimizer : Optimizer
+        The optimizer of the model's parameters (it is set to update under ``policy``).
+    policy : Policy or str, default "mixed"
+        The precision policy of every step.
+    loss_scale : None, str, float or loss-scale object, optional
+        As ``as_loss_scale`` takes it: none by default.
+    clip_norm : float, optional
+        Rescale the gradients to this global norm when it is above it.
+    monitor : bool, default True
+        Count flushed gradients and collect the gradient counts of each step.
+
+    Attributes
+    ----------
+    model, optimizer, policy, loss_scale, clip_norm, monitor
+        As given (``policy`` and ``loss_scale`` as objects).
+    steps : int
+        Steps run.
+    skipped : int
+        Of them, steps skipped.
+
+    Raises
+    ------
+    ValueError
+        For a ``clip_norm`` that is not positive, or an unknown policy or loss scale.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim import nn, optim, training
+    >>> from fpsim.nn import functional as F
+    >>> nn.manual_seed(0)
+    >>> model = nn.Linear(4, 2)
+    >>> opt = optim.SGD(model.parameters(), lr=0.1)
+    >>> trainer = training.Trainer(model, opt, "mixed", loss_scale="dynamic")
+    >>> x = np.full((3, 4), 30.0)
+    >>> report = trainer.step(lambda: F.mse_loss(model(x), np.zeros((3, 2)), "sum"))
+    >>> report.skipped, report.loss_scale, trainer.loss_scale.scale  # fp16 overflowed
+    (True, 65536.0, 32768.0)
+    >>> report.weight_grads
+    GradientCounts(total=10, zero=0, subnormal=0, overflow=10)
     """
 
     def __init__(self, model: Module, optimizer: Optimizer, policy: Policy | str = "mixed",
@@ -61,7 +125,26 @@ class Trainer:
         self.skipped = 0
 
     def step(self, closure: Callable[[], Tensor]) -> StepReport:
-        """Run ``closure()`` (forward, returning the loss) and one optimizer step."""
+        """Run ``closure()`` (forward, returning the loss) and one optimizer step.
+
+        Under the policy: the forward pass, backward from the loss times the scale, the
+        gradients unscaled into the parameters' format, the step skipped on an inf or
+        NaN (with a loss scale), clipping, the optimizer's update and the loss scale's.
+
+        Parameters
+        ----------
+        closure : callable
+            Runs the forward pass and returns the loss, a one-element Tensor.
+
+        Returns
+        -------
+        StepReport
+
+        Raises
+        ------
+        ValueError
+            If the closure does not return a one-element Tensor.
+        """
         p = self.policy
         params = self.optimizer.params
         with p:
