@@ -18,10 +18,11 @@ from fpsim.reproduce.ablations import ABLATIONS, ablation, shrunk
 from fpsim.reproduce.runs import train
 from fpsim.reproduce.session import Session
 from fpsim.reproduce.tasks import Budget
+from fpsim.sweep import local, provenance
 from fpsim.training import Trainer
 
 TINY = {"quick": Budget(6, 3), "full": Budget(8, 4)}
-TRAIN_AND_CACHE = session.train_and_cache
+EXECUTE = local.execute
 
 
 @pytest.fixture
@@ -94,13 +95,13 @@ def test_a_dynamic_scale_that_cannot_recover_is_diverged(tiny_tasks):
 def _spy(monkeypatch, fail_after=None):
     calls = []
 
-    def spy(root, spec, budget, progress=None):
+    def spy(run, progress=None):
         if fail_after is not None and len(calls) == fail_after:
             raise RuntimeError("interrupted")
-        calls.append(spec)
-        return TRAIN_AND_CACHE(root, spec, budget, progress)
+        calls.append((run.task.name, run.ablation.name, run.seed))
+        return EXECUTE(run, progress)
 
-    monkeypatch.setattr(session, "train_and_cache", spy)
+    monkeypatch.setattr(local, "execute", spy)
     return calls
 
 
@@ -124,7 +125,9 @@ def test_a_damaged_or_foreign_cache_file_is_retrained(tiny_tasks, tmp_path, monk
     s = Session(out=tmp_path, seeds=1, tasks=("digits_mlp",), policies=("fp32",))
     spec = s.specs()[0]
     s.ensure([spec])
-    path = s.cache.path("runs", session.run_config(spec, "quick"), "digits_mlp-fp32-seed0")
+    run = session.run_of(spec, "quick")
+    path = s.cache.path("runs", run.config(), run.label)
+    assert path.name.startswith("digits_mlp-fp32-seed0-")
     path.write_text(path.read_text()[:50])  # half a file
     assert s.cached_run(spec) is None
     calls = _spy(monkeypatch)
@@ -134,23 +137,24 @@ def test_a_damaged_or_foreign_cache_file_is_retrained(tiny_tasks, tmp_path, monk
 
 def test_the_cache_key_covers_the_configuration(tiny_tasks):
     spec = ("digits_mlp", "mixed", 0)
-    base = session.run_config(spec, "quick")
-    assert session.run_config(spec, "full") != base
-    assert session.run_config(("digits_mlp", "mixed", 1), "quick") != base
-    assert session.run_config(("digits_mlp", "no_master", 0), "quick") != base
+    base = session.run_of(spec, "quick").config()
+    assert session.run_of(spec, "full").config() != base
+    assert session.run_of(("digits_mlp", "mixed", 1), "quick").config() != base
+    assert session.run_of(("digits_mlp", "no_master", 0), "quick").config() != base
     assert base["data"] == tasks.task("digits_mlp").data_digest()
     assert tasks.task("char_lstm").data_digest() != base["data"]
 
 
 def test_the_cache_key_covers_the_data_and_the_code(monkeypatch):
     spec = ("char_lstm", "mixed", 0)
-    base = session.run_config(spec, "quick")
-    assert base["code"] == session.package_code() and len(base["code"]) == 16
+    base = session.run_of(spec, "quick").config()
+    assert base["code"] == provenance.package_code() and len(base["code"]) == 16
+    assert base["task_code"] != base["code"]  # the task's module, beside all of fpsim
     monkeypatch.setattr(tasks, "_corpus_digest", lambda: "another python")
-    assert session.run_config(spec, "quick") != base
+    assert session.run_of(spec, "quick").config() != base
     monkeypatch.undo()
-    monkeypatch.setattr(session, "package_code", lambda: "another fpsim")
-    assert session.run_config(spec, "quick") != base
+    monkeypatch.setattr(provenance, "package_code", lambda: "another fpsim")
+    assert session.run_of(spec, "quick").config() != base
 
 
 def test_a_study_edited_since_its_result_was_cached_is_computed_again(tmp_path, monkeypatch):
@@ -177,7 +181,7 @@ def test_a_study_edited_since_its_result_was_cached_is_computed_again(tmp_path, 
 def test_shrunk_gradients_are_named_checked_and_flushed(tiny_tasks):
     a = ablation("no_loss_scaling@2^-12")
     assert a == shrunk(-12) and a.loss_scale == 2.0**-12 and a.policy == "mixed"
-    assert session.run_config(("digits_mlp", a.name, 0), "quick")["loss_scale"] == 2.0**-12
+    assert session.run_of(("digits_mlp", a.name, 0), "quick").config()["loss_scale"] == 2.0**-12
     for bad in ("no_loss_scaling@2^0", "no_loss_scaling@2^3", "no_loss_scaling@2^-03",
                 "no_loss_scaling@2^-x", "mixed@2^-4"):
         with pytest.raises(ValueError, match="unknown policy"):
@@ -214,13 +218,13 @@ def test_parallel_workers_fill_the_same_cache(tmp_path):
 
 def test_an_interrupted_parallel_sweep_starts_no_queued_run(tmp_path, monkeypatch):
     s = Session(out=tmp_path, seeds=10, tasks=("digits_mlp",), policies=("fp32",), jobs=2)
-    as_completed = session.futures.as_completed
+    as_completed = local.futures.as_completed
 
     def interrupted_after_the_first(fs):
         yield next(as_completed(fs))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(session.futures, "as_completed", interrupted_after_the_first)
+    monkeypatch.setattr(local.futures, "as_completed", interrupted_after_the_first)
     with pytest.raises(KeyboardInterrupt):
         s.ensure(s.specs())
     finished = sum(s.cached_run(spec) is not None for spec in s.specs())

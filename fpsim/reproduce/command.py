@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import platform
 import sys
 import time
@@ -17,8 +16,11 @@ from pathlib import Path
 
 from fpsim.reproduce import results
 from fpsim.reproduce.ablations import ABLATIONS
-from fpsim.reproduce.session import Session, one_thread, version
+from fpsim.reproduce.session import Session
 from fpsim.reproduce.tasks import TASKS
+from fpsim.sweep.local import default_jobs
+from fpsim.sweep.provenance import version
+from fpsim.sweep.run import one_thread
 
 # The studies, in the order results.md presents them (modules of fpsim.experiments,
 # which is the repository's experiments/ folder).
@@ -56,8 +58,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", nargs="+", choices=list(ABLATIONS), default=list(ABLATIONS),
                    metavar="POLICY",
                    help=f"policies to train (default: all of {', '.join(ABLATIONS)})")
-    p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
+    p.add_argument("--jobs", type=int, default=default_jobs(),
                    help="training runs in parallel processes (default: %(default)s)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="train on a Dask cluster instead: a scheduler's address "
+                        "(tcp://host:8786), or local:N for a LocalCluster of N worker "
+                        "processes; needs pip install 'fpsim[cluster]' (see docs/sweeps.md)")
     return p
 
 
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = SEEDS[args.budget] if args.seeds is None else args.seeds
         session = Session(out=Path(args.out), budget=args.budget, seeds=seeds,
                           tasks=tuple(args.tasks), policies=tuple(args.policies),
-                          jobs=args.jobs, stream=sys.stderr)
+                          jobs=args.jobs, stream=sys.stderr, executor=args.scheduler)
     except ValueError as exc:
         parser().error(str(exc))
     started = time.perf_counter()
@@ -107,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted; finished runs are kept in {session.cache.root}: run the same "
               "command again to continue", file=sys.stderr)
         return 130
+    finally:
+        session.executor.close()
     print(f"wrote {session.out / 'results.md'}, results.json and figures in "
           f"{time.perf_counter() - started:.0f}s", file=sys.stderr)
     return 0

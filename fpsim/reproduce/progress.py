@@ -1,40 +1,5 @@
-"""A progress bar on standard error (one line per update when it is not a terminal)."""
+"""The progress bar of the studies: ``fpsim.sweep``'s."""
 
-from __future__ import annotations
+from fpsim.sweep.progress import Progress
 
-import sys
-import time
-
-
-class Progress:
-    """``update(done, note)`` redraws ``label [#####.....] done/total note  elapsed``."""
-
-    def __init__(self, total: int, label: str, stream=None, width: int = 30):
-        self.total = max(int(total), 1)
-        self.label = label
-        self.stream = sys.stderr if stream is None else stream
-        self.width = width
-        self.start = time.monotonic()
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.done = 0
-        self._last_line = 0.0
-
-    def update(self, done: int, note: str = "") -> None:
-        self.done = min(int(done), self.total)
-        now = time.monotonic()
-        finished = self.done == self.total
-        if not self.tty and not finished and now - self._last_line < 10:
-            return
-        self._last_line = now
-        filled = self.width * self.done // self.total
-        bar = "#" * filled + "." * (self.width - filled)
-        line = (f"{self.label} [{bar}] {self.done}/{self.total} {note}"
-                f"  {now - self.start:.0f}s")
-        if self.tty:
-            self.stream.write("\r\033[K" + line + ("\n" if finished else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def advance(self, note: str = "") -> None:
-        self.update(self.done + 1, note)
+__all__ = ["Progress"]

@@ -1,99 +1,35 @@
-"""One training run: a task under an ablation from a seed, with its curve and what
-happened to the numbers; a run whose values blow up is recorded as diverged."""
+"""One training run of a built-in task at a budget (``fpsim.sweep.train`` does the work)."""
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 
-import numpy as np
-
-from fpsim.reproduce.ablations import Ablation
 from fpsim.reproduce.tasks import Task
-from fpsim.training import Trainer
-
-# A run has diverged when its loss stays non-finite this many steps in a row (a
-# dynamic loss scale skips a few overflowing steps and recovers; this long, it has not).
-NONFINITE_PATIENCE = 25
-# Gradients are inspected (flushes counted) on every this many steps: it costs time.
-MONITOR_EVERY = 5
-
-
-def _mean(values: list[float]) -> float | None:
-    finite = [v for v in values if math.isfinite(v)]
-    return float(np.mean(finite)) if finite else None
-
-
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
+from fpsim.sweep.ablation import Ablation
+from fpsim.sweep.train import train as train_task
 
 
 def train(task: Task, ablation: Ablation, seed: int, budget: str = "quick", *,
           on_step: Callable | None = None, progress: Callable[[int], None] | None = None) -> dict:
-    """Train and return the run record (see ``fpsim.reproduce.results.RUN_KEYS``), with
-    ``loss_scale_changes`` ([step, new scale] pairs) and ``skipped_at`` (steps).
+    """Train ``task`` at ``budget`` under ``ablation`` from ``seed``: its run record.
 
-    ``on_step(step, trainer, report, batch)`` is called after every step (studies
-    use it to look at gradients); ``progress(step)`` after every step too.
+    Parameters
+    ----------
+    task : fpsim.reproduce.tasks.Task
+        A built-in task.
+    ablation : Ablation
+        The training policy.
+    seed : int
+        The run's seed.
+    budget : str
+        ``"quick"`` or ``"full"``.
+    on_step, progress : callable, optional
+        As ``fpsim.sweep.train`` calls them.
+
+    Returns
+    -------
+    dict
+        The run record (see ``fpsim.sweep.train``).
     """
-    b = task.budget(budget)
-    policy = ablation.precision()
-    model, optimizer = task.build(seed)
-    trainer = Trainer(model, optimizer, policy, loss_scale=ablation.loss_scale,
-                      clip_norm=task.clip_norm)
-    curve: list[dict] = []
-    scales: list[list] = []  # [step, scale] where the loss scale changed
-    skipped_at: list[int] = []
-    window: list = []
-    nonfinite = 0
-    diverged_at = None
-    start = time.perf_counter()
-    step = 0
-    with np.errstate(all="ignore"):
-        for step, batch in zip(range(1, b.steps + 1), task.batches(seed), strict=False):
-            trainer.monitor = step % MONITOR_EVERY == 0
-            report = trainer.step(lambda batch=batch: task.loss(model, batch))
-            window.append(report)
-            if not scales or scales[-1][1] != report.loss_scale:
-                scales.append([step, float(report.loss_scale)])
-            if report.skipped:
-                skipped_at.append(step)
-            if on_step is not None:
-                on_step(step, trainer, report, batch)
-            nonfinite = 0 if math.isfinite(report.loss) else nonfinite + 1
-            weights_finite = all(np.all(np.isfinite(p.data)) for p in model.parameters())
-            if nonfinite >= NONFINITE_PATIENCE or not weights_finite:
-                diverged_at = step
-            last = step == b.steps or diverged_at is not None
-            if step % b.eval_every == 0 or last:
-                metric = None if diverged_at else _finite_or_none(task.evaluate(model, policy))
-                if last and metric is None and diverged_at is None:
-                    diverged_at = step
-                curve.append(_point(step, window, metric))
-                window = []
-            if progress is not None:
-                progress(step)
-            if diverged_at is not None:
-                break
-    value = curve[-1]["metric"] if curve and diverged_at is None else None
-    return dict(
-        task=task.name, policy=ablation.name, seed=seed, metric=task.metric, value=value,
-        diverged=diverged_at is not None, diverged_at=diverged_at, steps=step,
-        skipped_steps=trainer.skipped, seconds=round(time.perf_counter() - start, 2),
-        curve=curve, loss_scale_changes=scales, skipped_at=skipped_at,
-    )
-
-
-def _point(step: int, window: list, metric: float | None) -> dict:
-    """A curve point summarising the steps since the last one."""
-    applied = [r for r in window if not r.skipped]
-    return dict(
-        step=step,
-        loss=_mean([r.loss for r in window]),
-        metric=metric,
-        loss_scale=float(window[-1].loss_scale),
-        skipped=sum(r.skipped for r in window),
-        absorbed=_mean([r.absorbed_fraction for r in applied]),
-        flushed=_mean([r.flushed_fraction for r in window]),  # NaN: not monitored
-    )
+    return train_task(task.for_sweep(budget), ablation, seed, on_step=on_step,
+                      progress=progress)

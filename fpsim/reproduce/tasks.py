@@ -2,7 +2,9 @@
 character-level LSTM language model on the standard library's pydoc topics.
 
 Models and hyperparameters are ordinary textbook choices (see docs/results.md); each
-task says how many steps a ``quick`` and a ``full`` reproduction train for.
+task says how many steps a ``quick`` and a ``full`` reproduction train for, and
+``for_sweep(budget)`` makes it a ``fpsim.sweep.Task`` like any user's: its ``setup`` is
+the function of the seed that builds the run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from fpsim.nn import functional as F
 from fpsim.nn.module import Module
 from fpsim.optim.optimizer import Optimizer
 from fpsim.precision.policy import Policy
-from fpsim.reproduce.cache import digest
+from fpsim.sweep import Setup
+from fpsim.sweep import Task as SweepTask
+from fpsim.sweep.cache import digest
 
 BUDGETS = ("quick", "full")
 
@@ -51,12 +55,23 @@ class Task:
             raise ValueError(f"unknown budget {name!r}; known: {', '.join(BUDGETS)}")
         return self.budgets[name]
 
-    def config(self, budget: str) -> dict:
-        """Everything that determines a run of this task (the cache key), its data
-        included: the pydoc topics differ between Python versions."""
+    def for_sweep(self, budget: str) -> SweepTask:
+        """This task at ``budget``, as a sweep trains it: ``setup`` builds each run, and
+        the data's digest and the hyperparameters are part of the cache key (the
+        pydoc topics differ between Python versions)."""
         b = self.budget(budget)
-        return dict(task=self.name, steps=b.steps, eval_every=b.eval_every,
-                    clip_norm=self.clip_norm, data=self.data_digest(), **self.hyperparameters)
+        return SweepTask(self.name, self.setup, b.steps, b.eval_every, metric=self.metric,
+                         higher_is_better=self.higher_is_better, clip_norm=self.clip_norm,
+                         config=dict(data=self.data_digest(), **self.hyperparameters))
+
+    def config(self, budget: str) -> dict:
+        """Everything that determines a run of this task at ``budget`` (a cache key)."""
+        return self.for_sweep(budget).key()
+
+    def setup(self, seed: int) -> Setup:
+        """Everything one run from ``seed`` needs: the model, its optimizer, the batches."""
+        model, optimizer = self.build(seed)
+        return Setup(model, optimizer, self.batches(seed), self.loss, self.evaluate)
 
     def data_digest(self) -> str:
         """A digest of the task's data."""

@@ -1,4 +1,4 @@
-"""Results cached on disk by configuration, so that an interrupted reproduction resumes."""
+"""Results cached on disk by configuration, so that an interrupted sweep resumes."""
 
 from __future__ import annotations
 

@@ -1,0 +1,275 @@
+"""Sweeps: tasks × ablations × seeds, each run trained once by an executor and cached
+under its configuration; the records, their table over seeds and the verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fpsim._checks import integer, output_folder
+from fpsim.sweep.ablation import Ablation, ablation
+from fpsim.sweep.cache import Cache
+from fpsim.sweep.local import LocalExecutor
+from fpsim.sweep.progress import Progress
+from fpsim.sweep.provenance import check_worker, package_code
+from fpsim.sweep.run import SEED_LIMIT, Run
+from fpsim.sweep.statistics import compare, comparison_cells, summary, summary_text
+from fpsim.sweep.task import Task
+
+
+def as_executor(executor=None, jobs: int | None = None):
+    """The executor an argument names.
+
+    Parameters
+    ----------
+    executor : None, str, LocalExecutor or DaskExecutor
+        None: local worker processes (``jobs`` of them); a string: a Dask scheduler
+        address or ``local:N`` (see ``fpsim.sweep.cluster.parse_scheduler``); an
+        executor object as it is.
+    jobs : int, optional
+        The local executor's processes.
+
+    Returns
+    -------
+    LocalExecutor or DaskExecutor
+
+    Raises
+    ------
+    ValueError
+        For anything else, or a malformed address.
+    """
+    if executor is None:
+        return LocalExecutor(jobs)
+    if isinstance(executor, str):
+        from fpsim.sweep.cluster import DaskExecutor
+
+        return DaskExecutor(executor)
+    if callable(getattr(executor, "results", None)) and callable(getattr(executor, "close",
+                                                                         None)):
+        return executor
+    raise ValueError(f"executor must be None, a scheduler address, 'local:N', or an "
+                     f"executor object, got {executor!r}")
+
+
+def train_missing(cache: Cache, runs: Iterable[Run], executor, stream=None) -> tuple[
+        list[str], list[dict]]:
+    """Train the runs not in ``cache`` and store their records there.
+
+    Parameters
+    ----------
+    cache : Cache
+        Records are kept under ``cache.root / "runs"``.
+    runs : iterable of Run
+        Runs with the same label are trained once.
+    executor : LocalExecutor or DaskExecutor
+        Computes the runs; this process writes the cache.
+    stream : file, optional
+        Where progress goes (standard error by default).
+
+    Returns
+    -------
+    (list of str, list of dict)
+        The labels of the runs trained, and the records of those that failed (raised:
+        not cached, so a later sweep tries them again).
+
+    Raises
+    ------
+    ProvenanceMismatch
+        When a worker runs another fpsim or NumPy (nothing of it is cached).
+    KeyboardInterrupt
+        Ctrl-C: finished runs stay cached, the rest are cancelled.
+    """
+    # The fpsim on disk now, which worker processes will import: not the one read when
+    # this process first asked (a long-lived process may have seen the source change).
+    package_code.cache_clear()
+    unique = {run.label: run for run in runs}
+    missing = [run for run in unique.values()
+               if cache.load("runs", run.config(), run.label) is None]
+    trained: list[str] = []
+    failures: list[dict] = []
+    if not missing:
+        return trained, failures
+    bar = Progress(len(missing), "training runs", stream)
+    bar.update(0, "(cached runs are reused)")
+
+    def on_step(run: Run, step: int) -> None:
+        bar.update(bar.done, f"{run.label} step {step}/{run.task.steps}")
+
+    outcomes = executor.results(missing, on_step)
+    try:
+        for run, outcome in outcomes:
+            record = outcome["record"]
+            if record.get("failed"):
+                failures.append(record)
+                bar.advance(f"{run.label} failed")
+                continue
+            check_worker(f"computing {run.label}", outcome["identity"])
+            cache.save("runs", run.config(), record, run.label)
+            trained.append(run.label)
+            bar.advance(run.label)
+    finally:
+        outcomes.close()
+    return trained, failures
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep gives back.
+
+    Attributes
+    ----------
+    records : list of dict
+        One run record per task × ablation × seed, in that order (``results.json``'s
+        run schema); a run that raised has ``failed`` true and its ``error``.
+    table : list of dict
+        Per task and ablation: ``summary`` over the seeds (mean, spread, diverged,
+        ...) and ``failed``, the runs that raised.
+    verdicts : list of dict
+        Per task and ablation other than the reference: ``compare`` against the
+        reference (worse beyond 3 spreads, better, within noise, unknown).
+    reference : str
+        The ablation the verdicts compare with.
+    trained : list of str
+        The runs this sweep trained; the others came from the cache.
+    """
+
+    records: list[dict]
+    table: list[dict]
+    verdicts: list[dict]
+    reference: str
+    trained: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[dict]:
+        """The records of the runs that raised."""
+        return [r for r in self.records if r.get("failed")]
+
+    def markdown(self) -> str:
+        """The table and the verdicts as a Markdown table."""
+        verdicts = {(v["task"], v["policy"]): v for v in self.verdicts}
+        lines = [f"| task | ablation | mean ± spread | against {self.reference}: worse by "
+                 "| in spreads | verdict |", "| --- | --- | --- | --- | --- | --- |"]
+        for row in self.table:
+            cell = summary_text(row) + (f" ({row['failed']} failed)" if row["failed"] else "")
+            v = verdicts.get((row["task"], row["policy"]), {})
+            lines.append(f"| {row['task']} | {row['policy']} | {cell} | "
+                         + " | ".join(comparison_cells(v)) + " |")
+        return "\n".join(lines)
+
+
+def _unique(names: Sequence[str], what: str) -> None:
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"two {what} are called {name!r}")
+        seen.add(name)
+
+
+def _seeds(seeds) -> list[int]:
+    if isinstance(seeds, (int,)) and not isinstance(seeds, bool):
+        return list(range(integer(seeds, "seeds", 1, SEED_LIMIT)))
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise ValueError(f"seeds must be a count or a list of seeds, got {seeds!r}")
+    chosen = [integer(s, "a seed", 0, SEED_LIMIT) for s in seeds]
+    if not chosen:
+        raise ValueError("seeds is empty")
+    if len(set(chosen)) < len(chosen):
+        raise ValueError(f"seeds repeat: {chosen}")
+    return chosen
+
+
+def sweep(tasks: Task | Sequence[Task], ablations: Sequence[str | Ablation], seeds,
+          *, cache: Path | str = "fpsim-sweep", executor=None, jobs: int | None = None,
+          reference: str | None = None, stream=None) -> SweepResult:
+    """Train every task under every ablation from every seed, reusing cached runs.
+
+    Parameters
+    ----------
+    tasks : Task or list of Task
+        The models to train (see ``Task``); names must differ.
+    ablations : list of str or Ablation
+        Preset names (``"mixed"``, ``"no_loss_scaling"``, ... see ``ABLATIONS``) or
+        ``Ablation`` objects; names must differ.
+    seeds : int or list of int
+        How many seeds (0, 1, ...) or which (each in 0..2**32 - 1).
+    cache : path
+        The folder whose ``runs/`` holds one JSON file per run, keyed by a digest of
+        everything that determines it: run the same sweep again after an
+        interruption and it trains only the missing runs.
+    executor : None, str or executor
+        None: local worker processes; ``"local:N"`` or a Dask scheduler address: a
+        Dask cluster (see ``fpsim.sweep.cluster``); or a ``LocalExecutor`` or
+        ``DaskExecutor``, which the caller closes.
+    jobs : int, optional
+        Worker processes of the default local executor.
+    reference : str, optional
+        The ablation the verdicts compare with (the first one by default).
+    stream : file, optional
+        Where the progress bar goes (standard error by default).
+
+    Returns
+    -------
+    SweepResult
+        The records, the table of mean ± spread and the verdicts.
+
+    Raises
+    ------
+    ValueError
+        For a task that is not a ``Task``, an unknown ablation, duplicate names, bad
+        seeds, an unknown reference or a malformed scheduler address.
+    ProvenanceMismatch
+        When a Dask worker runs another fpsim or NumPy.
+
+    Examples
+    --------
+    See ``docs/sweeps.md``::
+
+        result = sweep([task], ["mixed", "no_loss_scaling"], seeds=3, reference="mixed")
+        print(result.markdown())
+    """
+    tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
+    if not tasks:
+        raise ValueError("a sweep needs at least one task")
+    for t in tasks:
+        if not isinstance(t, Task):
+            raise ValueError(f"tasks must be fpsim.sweep.Task objects, got {t!r}")
+    _unique([t.name for t in tasks], "tasks")
+    if isinstance(ablations, (str, Ablation)):
+        ablations = [ablations]
+    chosen = [ablation(a) for a in ablations]
+    if not chosen:
+        raise ValueError("a sweep needs at least one ablation")
+    _unique([a.name for a in chosen], "ablations")
+    seed_list = _seeds(seeds)
+    names = [a.name for a in chosen]
+    reference = names[0] if reference is None else reference
+    if reference not in names:
+        raise ValueError(f"the reference {reference!r} is not one of the ablations "
+                         f"{', '.join(names)}")
+    store = Cache(output_folder(cache, "the cache folder"))
+    owned = executor is None or isinstance(executor, str)
+    executor = as_executor(executor, jobs)
+    runs = [Run(t, a, s) for t in tasks for a in chosen for s in seed_list]
+    try:
+        trained, failures = train_missing(store, runs, executor, stream)
+    finally:
+        if owned:
+            executor.close()
+    failed = {(r["task"], r["policy"], r["seed"]): r for r in failures}
+    records = [failed.get((r.task.name, r.ablation.name, r.seed))
+               or store.load("runs", r.config(), r.label) for r in runs]
+    table, verdicts = [], []
+    for t in tasks:
+        rows = {}
+        for a in names:
+            rows[a] = dict(summary(records, t.name, a), failed=sum(
+                1 for r in records if r["task"] == t.name and r["policy"] == a
+                and r.get("failed")))
+            table.append(rows[a])
+        for a in names:
+            if a != reference:
+                verdicts.append(dict(task=t.name, policy=a, reference=reference,
+                                     **compare(rows[a], rows[reference], t.higher_is_better)))
+    return SweepResult(records, table, verdicts, reference, trained)
+

@@ -1,0 +1,83 @@
+"""The local executor: runs in this process, or in worker processes on this machine."""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+
+from fpsim._checks import integer
+from fpsim.sweep.run import Run, execute
+
+# Every worker process computes on one thread: parallelism comes from the processes.
+# The workers' Numba and BLAS read these as they start.
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                     "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+
+
+def default_jobs() -> int:
+    """The default number of worker processes: the CPUs, at most 4."""
+    return min(os.cpu_count() or 1, 4)
+
+
+class LocalExecutor:
+    """Runs ``jobs`` at a time in spawned worker processes (``jobs=1``: in this process,
+    with a progress note on every step).
+
+    Parameters
+    ----------
+    jobs : int, optional
+        Worker processes; the CPUs, at most 4, by default.
+
+    Raises
+    ------
+    ValueError
+        When ``jobs`` is not an integer of at least 1.
+
+    Examples
+    --------
+    >>> LocalExecutor(2).jobs
+    2
+    """
+
+    def __init__(self, jobs: int | None = None):
+        self.jobs = default_jobs() if jobs is None else integer(jobs, "jobs", 1)
+
+    def __repr__(self) -> str:
+        return f"LocalExecutor(jobs={self.jobs})"
+
+    def results(self, runs: Sequence[Run],
+                on_step: Callable[[Run, int], None] | None = None) -> Iterator[tuple[Run, dict]]:
+        """Compute ``runs``, yielding ``(run, outcome)`` (see ``execute``) as each finishes.
+
+        Closing the iterator, or an exception in it (Ctrl-C), starts no further run;
+        finished ones have been yielded.
+        """
+        if self.jobs == 1:
+            for run in runs:
+                step = None if on_step is None else (lambda s, run=run: on_step(run, s))
+                yield run, execute(run, step)
+            return
+        context = multiprocessing.get_context("spawn")
+        saved = {k: os.environ.get(k) for k in ONE_THREAD}
+        os.environ.update(ONE_THREAD)
+        try:
+            with futures.ProcessPoolExecutor(self.jobs, mp_context=context) as pool:
+                pending = {pool.submit(execute, run): run for run in runs}
+                try:
+                    for done in futures.as_completed(pending):
+                        yield pending[done], done.result()
+                except BaseException:
+                    # Ctrl-C, or the consumer gave up: start no queued run.
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def close(self) -> None:
+        """Nothing to release: the worker processes live as long as one sweep."""

@@ -1,0 +1,119 @@
+"""One training run: a task under an ablation from a seed, with its curve and what
+happened to the numbers; a run whose values blow up is recorded as diverged."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from fpsim.sweep.ablation import Ablation
+from fpsim.sweep.task import Setup, Task
+from fpsim.training import Trainer
+
+# A run has diverged when its loss stays non-finite this many steps in a row (a
+# dynamic loss scale skips a few overflowing steps and recovers; this long, it has not).
+NONFINITE_PATIENCE = 25
+# Gradients are inspected (flushes counted) on every this many steps: it costs time.
+MONITOR_EVERY = 5
+
+
+def _mean(values: list[float]) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def train(task: Task, ablation: Ablation, seed: int, *, on_step: Callable | None = None,
+          progress: Callable[[int], None] | None = None) -> dict:
+    """Train one run of ``task`` under ``ablation`` from ``seed``.
+
+    Parameters
+    ----------
+    task : Task
+        What to train (``task.build(seed)``) and for how long.
+    ablation : Ablation
+        The precision policy and the loss scale.
+    seed : int
+        Passed to ``task.build``.
+    on_step : callable, optional
+        ``on_step(step, trainer, report, batch)`` after every step (studies use it to
+        look at gradients).
+    progress : callable, optional
+        ``progress(step)`` after every step.
+
+    Returns
+    -------
+    dict
+        The run record (see ``fpsim.sweep.records.RUN_KEYS``), with
+        ``loss_scale_changes`` ([step, new scale] pairs), ``skipped_at`` (steps) and
+        ``seconds``. A run whose values blow up is recorded as diverged.
+    """
+    policy = ablation.precision()
+    setup = task.build(seed)
+    if not isinstance(setup, Setup):
+        raise TypeError(f"task {task.name!r}: build({seed}) must return a Setup, "
+                        f"got {type(setup).__name__}")
+    model = setup.model
+    trainer = Trainer(model, setup.optimizer, policy, loss_scale=ablation.loss_scale,
+                      clip_norm=task.clip_norm)
+    curve: list[dict] = []
+    scales: list[list] = []  # [step, scale] where the loss scale changed
+    skipped_at: list[int] = []
+    window: list = []
+    nonfinite = 0
+    diverged_at = None
+    start = time.perf_counter()
+    step = 0
+    with np.errstate(all="ignore"):
+        for step, batch in zip(range(1, task.steps + 1), setup.batches, strict=False):
+            trainer.monitor = step % MONITOR_EVERY == 0
+            report = trainer.step(lambda batch=batch: setup.loss(model, batch))
+            window.append(report)
+            if not scales or scales[-1][1] != report.loss_scale:
+                scales.append([step, float(report.loss_scale)])
+            if report.skipped:
+                skipped_at.append(step)
+            if on_step is not None:
+                on_step(step, trainer, report, batch)
+            nonfinite = 0 if math.isfinite(report.loss) else nonfinite + 1
+            weights_finite = all(np.all(np.isfinite(p.data)) for p in model.parameters())
+            if nonfinite >= NONFINITE_PATIENCE or not weights_finite:
+                diverged_at = step
+            last = step == task.steps or diverged_at is not None
+            if step % task.eval_every == 0 or last:
+                metric = None if diverged_at else _finite_or_none(setup.evaluate(model, policy))
+                if last and metric is None and diverged_at is None:
+                    diverged_at = step
+                curve.append(_point(step, window, metric))
+                window = []
+            if progress is not None:
+                progress(step)
+            if diverged_at is not None:
+                break
+    value = curve[-1]["metric"] if curve and diverged_at is None else None
+    return dict(
+        task=task.name, policy=ablation.name, seed=seed, metric=task.metric, value=value,
+        diverged=diverged_at is not None, diverged_at=diverged_at, steps=step,
+        skipped_steps=trainer.skipped, seconds=round(time.perf_counter() - start, 2),
+        curve=curve, loss_scale_changes=scales, skipped_at=skipped_at,
+    )
+
+
+def _point(step: int, window: list, metric: float | None) -> dict:
+    """A curve point summarising the steps since the last one."""
+    applied = [r for r in window if not r.skipped]
+    return dict(
+        step=step,
+        loss=_mean([r.loss for r in window]),
+        metric=metric,
+        loss_scale=float(window[-1].loss_scale),
+        skipped=sum(r.skipped for r in window),
+        absorbed=_mean([r.absorbed_fraction for r in applied]),
+        flushed=_mean([r.flushed_fraction for r in window]),  # NaN: not monitored
+    )
