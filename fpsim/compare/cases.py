@@ -15,7 +15,39 @@ from fpsim.formats import as_format
 @dataclass(frozen=True)
 class Case:
     """One case: ``hardware`` holds the hardware's results (values of ``format``),
-    ``candidates`` fpsim's emulations of them, by model name."""
+    ``candidates`` fpsim's emulations of them, by model name.
+
+    Parameters
+    ----------
+    name : str
+        The case's name (``"numpy fp16 add"``).
+    hardware_is : str
+        What computed the results, in words.
+    emulation_is : str
+        How fpsim emulated it, in words.
+    format : str
+        The format of the results.
+    hardware : numpy.ndarray
+        The hardware's results, values of ``format``.
+    candidates : dict of str to numpy.ndarray
+        fpsim's emulations, by model name, of the same shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> from fpsim.compare import Case, evaluate
+    >>> x = [0.1, 0.3]
+    >>> case = Case("numpy cast", "float64.astype(float16)", "fp16 nearest_even", "fp16",
+    ...             np.float16(x).astype(np.float64),
+    ...             {"nearest_even": fpsim.round(x, "fp16"),
+    ...              "toward_zero": fpsim.round(x, "fp16", "toward_zero")})
+    >>> record = evaluate(case)
+    >>> record.best, record.verdict
+    ('nearest_even', 'identical')
+    >>> record.results["toward_zero"].identical, record.results["toward_zero"].max_ulp
+    (0.5, 1.0)
+    """
 
     name: str
     hardware_is: str  # what computed the results, in words
@@ -27,7 +59,23 @@ class Case:
 
 @dataclass(frozen=True)
 class Record:
-    """The outcome of one case (or why it was skipped, in ``skipped``)."""
+    """The outcome of one case (or why it was skipped, in ``skipped``).
+
+    Parameters
+    ----------
+    name, hardware_is, emulation_is, format : str
+        As the case's (``format`` the format's name).
+    results : dict of str to Comparison
+        Each candidate's comparison with the hardware.
+    skipped : str, default ""
+        Why the case could not run here ("" when it ran).
+
+    Examples
+    --------
+    >>> from fpsim.compare import Record
+    >>> Record("gpu fp16 add", "CuPy float16 add", "", "fp16", skipped="no GPU").verdict
+    'skipped: no GPU'
+    """
 
     name: str
     hardware_is: str
@@ -39,7 +87,7 @@ class Record:
     @property
     def best(self) -> str | None:
         """The candidate closest to the hardware: most identical elements, then the
-        smallest maximum and median distance."""
+        smallest maximum and median distance (None when skipped)."""
         if not self.results:
             return None
         return min(self.results, key=lambda m: (-self.results[m].identical,
@@ -59,6 +107,12 @@ class Record:
         return f"differs: {differ} of {c.size}, max {worst}"
 
     def as_dict(self) -> dict:
+        """The record as results.json holds it (``best``, ``verdict`` and each result).
+
+        Returns
+        -------
+        dict
+        """
         return dict(name=self.name, hardware=self.hardware_is, emulation=self.emulation_is,
                     format=self.format, best=self.best, verdict=self.verdict,
                     skipped=self.skipped or None,
@@ -71,7 +125,39 @@ def skipped(name: str, hardware_is: str, why: str, fmt: str = "") -> Record:
 
 
 def evaluate(case: Case) -> Record:
-    """Compare every candidate with the hardware, encoding by encoding (NaNs as a class)."""
+    """Compare every candidate with the hardware, encoding by encoding (NaNs as a class).
+
+    Parameters
+    ----------
+    case : Case
+        The hardware's results and the candidates.
+
+    Returns
+    -------
+    Record
+        A ``Comparison`` per candidate (``compare_bits``).
+
+    Raises
+    ------
+    ValueError
+        If a candidate's shape is not the hardware's, or its values are not of the format.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> from fpsim.compare import Case, evaluate
+    >>> x = [0.1, 0.3]
+    >>> case = Case("numpy cast", "float64.astype(float16)", "fp16 nearest_even", "fp16",
+    ...             np.float16(x).astype(np.float64),
+    ...             {"nearest_even": fpsim.round(x, "fp16"),
+    ...              "toward_zero": fpsim.round(x, "fp16", "toward_zero")})
+    >>> record = evaluate(case)
+    >>> record.best, record.verdict
+    ('nearest_even', 'identical')
+    >>> record.results["toward_zero"].identical, record.results["toward_zero"].max_ulp
+    (0.5, 1.0)
+    """
     fmt = as_format(case.format)
     hardware = to_bits(np.asarray(case.hardware, dtype=np.float64), fmt)
     results = {}

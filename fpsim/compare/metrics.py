@@ -12,6 +12,8 @@ from fpsim.formats import Format, as_format
 
 # Histogram bins of the ulp distance: 0, 1, 2, 3-4, 5-8, ..., 2**14+1-2**15, more, NaN mismatch.
 HISTOGRAM_EDGES = (0, 1, 2) + tuple(2**k + 1 for k in range(1, 16))
+"""The left edges of the bins of ``Comparison.histogram``'s ulp distances: 0, 1, 2, 3-4,
+5-8, ..., 2**14+1 to 2**15, then more; a last bin counts NaNs against numbers."""
 
 
 def _encodings(bits, fmt: Format, name: str) -> np.ndarray:
@@ -29,6 +31,31 @@ def ulp_distance(x_bits, y_bits, fmt: Format | str) -> np.ndarray:
 
     The count of format values from one to the other (+0 and -0 are one value);
     0 where both are NaN, inf where exactly one is.
+
+    Parameters
+    ----------
+    x_bits, y_bits : array_like of int
+        Encodings of ``fmt`` (in 0..2**bits - 1), of one shape.
+    fmt : Format or str
+        The format.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 distances.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not encodings of ``fmt``, or their shapes differ.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare import ulp_distance
+    >>> ulp_distance(np.array([0x3C00, 0x8000, 0x7E00]), np.array([0x3C01, 0x0000, 0x3C00]),
+    ...              "fp16")  # 1 and its successor; -0 and +0; a NaN and 1
+    array([ 1.,  0., inf])
     """
     fmt = as_format(fmt)
     x, y = _encodings(x_bits, fmt, "x_bits"), _encodings(y_bits, fmt, "y_bits")
@@ -50,7 +77,21 @@ def ulp_distance(x_bits, y_bits, fmt: Format | str) -> np.ndarray:
 @dataclass(frozen=True)
 class Comparison:
     """One case: ``identical`` is the share of bit-identical elements; ``histogram``
-    counts ulp distances in the bins of HISTOGRAM_EDGES (last bin: NaN against a number)."""
+    counts ulp distances in the bins of HISTOGRAM_EDGES (last bin: NaN against a number).
+
+    Parameters
+    ----------
+    format : str
+        The format's name.
+    size : int
+        The number of elements compared.
+    identical : float
+        The share of bit-identical elements.
+    max_ulp, median_ulp : float
+        The largest and the median ulp distance (inf for a NaN against a number).
+    histogram : tuple of int
+        The counts per bin of ``HISTOGRAM_EDGES``, then of NaN mismatches.
+    """
 
     format: str
     size: int
@@ -60,13 +101,44 @@ class Comparison:
     histogram: tuple[int, ...]
 
     def as_dict(self) -> dict:
+        """The comparison as results.json holds it.
+
+        Returns
+        -------
+        dict
+        """
         return dict(format=self.format, size=self.size, identical=self.identical,
                     max_ulp=self.max_ulp, median_ulp=self.median_ulp,
                     histogram=list(self.histogram))
 
 
 def compare_bits(emulated_bits, hardware_bits, fmt: Format | str) -> Comparison:
-    """Compare the emulated and the hardware encodings of one case."""
+    """Compare the emulated and the hardware encodings of one case.
+
+    Parameters
+    ----------
+    emulated_bits, hardware_bits : array_like of int
+        Encodings of ``fmt``, of one shape.
+    fmt : Format or str
+        The format.
+
+    Returns
+    -------
+    Comparison
+
+    Raises
+    ------
+    ValueError
+        If the arrays are empty, differ in shape, or are not encodings of ``fmt``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare import compare_bits
+    >>> c = compare_bits(np.array([0x3C00, 0x3C00]), np.array([0x3C00, 0x3C02]), "fp16")
+    >>> c.identical, c.max_ulp, c.histogram[:3]
+    (0.5, 2.0, (1, 0, 1))
+    """
     fmt = as_format(fmt)
     distance = ulp_distance(emulated_bits, hardware_bits, fmt).reshape(-1)
     if distance.size == 0:

@@ -10,8 +10,11 @@ from fpsim.compare import report
 from fpsim.compare.cases import Case, Record, evaluate
 
 SUITES = ("cpu", "gpu", "all")
+"""The suites ``run`` takes: the CPU's cases, the GPU's, or both."""
 DEFAULT_SIZE = 1 << 20
+"""Elements per elementwise case, by default."""
 DEFAULT_SEED = 0
+"""The inputs' random seed, by default."""
 
 
 def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEED,
@@ -22,6 +25,36 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
     inputs' random seed; ``out``: a folder for results.json, results.md and
     ulp_histograms.png (nothing written when None); ``progress``: called with each
     record as it is made.
+
+    Parameters
+    ----------
+    suite : {"cpu", "gpu", "all"}, default "cpu"
+        The cases: the CPU's (NumPy, ml_dtypes, the CPU's binary16, BLAS), the GPU's
+        (CuPy, CUDA, cuBLAS; skipped without a GPU), or both.
+    size : int, default 2**20
+        Elements per elementwise case, at least 64.
+    seed : int, default 0
+        The inputs' random seed.
+    out : str or Path, optional
+        Where to write results.json, results.md and ulp_histograms.png.
+    progress : callable, optional
+        Called with each ``Record`` as it is made.
+
+    Returns
+    -------
+    list of Record
+
+    Raises
+    ------
+    ValueError
+        For an unknown suite, or a size or seed out of range.
+
+    Examples
+    --------
+    >>> from fpsim.compare import run
+    >>> records = run("cpu", size=64)
+    >>> [(r.name, r.verdict) for r in records[:2]]
+    [('numpy fp16 add', 'identical'), ('numpy fp16 sub', 'identical')]
     """
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
