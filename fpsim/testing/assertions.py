@@ -54,6 +54,22 @@ def assert_bits_equal(actual, desired, fmt: Format | str, err_msg: str = "") -> 
     The message gives how many elements differ and the first ones, with both
     encodings in hex.
 
+    Parameters
+    ----------
+    actual, desired : array_like
+        Values of ``fmt``, of one shape.
+    fmt : Format or str
+        The format.
+    err_msg : str, default ""
+        Put before the message.
+
+    Raises
+    ------
+    AssertionError
+        If an element differs, the shapes differ, or a value is not of ``fmt``.
+
+    Examples
+    --------
     >>> import fpsim.testing as ft
     >>> ft.assert_bits_equal([0.5, -0.0], [0.5, -0.0], "fp16")
     >>> ft.assert_bits_equal([0.5, 0.0], [0.5, -0.0], "fp16")
@@ -79,6 +95,26 @@ def assert_ulp_close(actual, desired, fmt: Format | str, max_ulp: int,
     """Raise ``AssertionError`` unless each element of ``actual`` is at most ``max_ulp``
     values of ``fmt`` away from ``desired``'s (a NaN against a number never is).
 
+    Parameters
+    ----------
+    actual, desired : array_like
+        Values of ``fmt``, of one shape.
+    fmt : Format or str
+        The format.
+    max_ulp : int
+        The largest distance allowed, in values of ``fmt`` (0 or more).
+    err_msg : str, default ""
+        Put before the message.
+
+    Raises
+    ------
+    AssertionError
+        If an element is farther, the shapes differ, or a value is not of ``fmt``.
+    ValueError
+        If ``max_ulp`` is not a non-negative integer.
+
+    Examples
+    --------
     >>> import fpsim.testing as ft
     >>> ft.assert_ulp_close([1.0009765625], [1.0], "fp16", max_ulp=1)
     >>> ft.assert_ulp_close([1.001953125], [1.0], "fp16", max_ulp=1)
@@ -146,6 +182,32 @@ def assert_correctly_rounded(result, exact, fmt: Format | str,
     most 51 fraction bits), or the output of a wider fpsim computation (then it is
     the exact value only where that computation was exact).
 
+    Parameters
+    ----------
+    result : array_like
+        Values of ``fmt``: what the code under test computed.
+    exact : array_like
+        The exact values: floats, Fractions, or arrays of them.
+    fmt : Format or str
+        The format.
+    rounding : str, default "nearest_even"
+        The rounding mode.
+    subnormals : bool, default True
+        False: results below the normals flush to zero.
+    saturate : bool, default False
+        True: overflow gives the largest finite value.
+    err_msg : str, default ""
+        Put before the message.
+
+    Raises
+    ------
+    AssertionError
+        If an element is not the rounding, the shapes differ, or a value is not of ``fmt``.
+    ValueError
+        For an unknown mode, or Fractions and a format of more than 51 fraction bits.
+
+    Examples
+    --------
     >>> from fractions import Fraction
     >>> import fpsim.testing as ft
     >>> ft.assert_correctly_rounded([0.333251953125], [Fraction(1, 3)], "fp16")

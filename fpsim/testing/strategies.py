@@ -19,6 +19,24 @@ def values(fmt: Format | str, *, finite: bool = True, subnormals: bool = True,
     of both signs, subnormals, normals, the extremes (largest, smallest normal, smallest
     subnormal), and with ``finite=False`` infinities (where the format has them) and NaN.
 
+    Parameters
+    ----------
+    fmt : Format or str
+        The format.
+    finite : bool, default True
+        Only finite values (False adds infinities and NaN).
+    subnormals : bool, default True
+        Include subnormals (and the smallest one).
+    exclude_zero : bool, default False
+        Leave out the zeros.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy of float
+        Values of ``fmt``.
+
+    Examples
+    --------
     >>> import fpsim, fpsim.testing as ft
     >>> from hypothesis import given
     >>> @given(ft.values("fp8_e4m3", finite=False))
@@ -54,6 +72,18 @@ def values(fmt: Format | str, *, finite: bool = True, subnormals: bool = True,
 def bits(fmt: Format | str) -> st.SearchStrategy[int]:
     """Encodings of ``fmt``: integers in 0..2**bits - 1 (``fpsim.from_bits`` decodes them).
 
+    Parameters
+    ----------
+    fmt : Format or str
+        The format.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy of int
+        Every encoding, NaNs included.
+
+    Examples
+    --------
     >>> import fpsim, fpsim.testing as ft
     >>> from hypothesis import given
     >>> @given(ft.bits("fp16"))
@@ -71,6 +101,25 @@ def near_ties(fmt: Format | str, rounding: str = "nearest_even") -> st.SearchStr
     nearest modes the midpoints between neighbouring values of the format, for the
     others the values themselves, each exactly and one binary64 step either side.
 
+    Parameters
+    ----------
+    fmt : Format or str
+        The format.
+    rounding : str, default "nearest_even"
+        The rounding mode whose decisions are probed.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy of float
+        Binary64 inputs, of both signs.
+
+    Raises
+    ------
+    ValueError
+        For an unknown rounding mode.
+
+    Examples
+    --------
     >>> import fpsim, fpsim.testing as ft
     >>> from hypothesis import given
     >>> @given(ft.near_ties("bf16", "nearest_even"))
@@ -103,6 +152,22 @@ def arrays(fmt: Format | str, shape=None, **options) -> st.SearchStrategy[np.nda
     shape or a strategy of shapes; by default up to 3 dimensions of up to 6 elements,
     zero-size ones included).
 
+    Parameters
+    ----------
+    fmt : Format or str
+        The format.
+    shape : int, tuple of int or strategy, optional
+        The shape, or a strategy of shapes.
+    **options
+        ``values``' options: ``finite``, ``subnormals``, ``exclude_zero``.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy of numpy.ndarray
+        float64 arrays of values of ``fmt``.
+
+    Examples
+    --------
     >>> import fpsim, fpsim.testing as ft
     >>> from hypothesis import given
     >>> @given(ft.arrays("fp16", finite=False))
@@ -119,6 +184,20 @@ def formats(*, infinities: bool | None = None, max_bits: int = 64) -> st.SearchS
     """Custom binary formats: 2..11 exponent bits, 1..52 fraction bits, at most
     ``max_bits`` bits wide; IEEE style or (``infinities=False``) the finite style.
 
+    Parameters
+    ----------
+    infinities : bool, optional
+        IEEE style (True), the finite style (False), or both (None).
+    max_bits : int, default 64
+        The widest format drawn.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy of Format
+        Custom formats.
+
+    Examples
+    --------
     >>> import fpsim, fpsim.testing as ft
     >>> from hypothesis import given
     >>> @given(ft.formats(max_bits=16))
@@ -141,6 +220,18 @@ def formats(*, infinities: bool | None = None, max_bits: int = 64) -> st.SearchS
 def roundings(*, stochastic: bool = True) -> st.SearchStrategy[str]:
     """Rounding-mode names (every one, or all but ``"stochastic"``).
 
+    Parameters
+    ----------
+    stochastic : bool, default True
+        Include ``"stochastic"``.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy of str
+        Names that ``fpsim.round`` takes.
+
+    Examples
+    --------
     >>> import fpsim, fpsim.testing as ft
     >>> from hypothesis import given
     >>> @given(ft.roundings(stochastic=False))
