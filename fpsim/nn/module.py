@@ -23,6 +23,11 @@ class Parameter(Tensor):
         The policy whose ``params`` format (and rounding) stores them;
         the current policy by default.
 
+    Attributes
+    ----------
+    requires_grad : bool
+        True: an optimizer trains it.
+
     Examples
     --------
     >>> import fpsim
