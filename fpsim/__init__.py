@@ -21,6 +21,7 @@ from fpsim.precision import Policy
 from fpsim.rounding import round
 
 ROUNDING_MODES = tuple(_CODES)
+"""The names of the rounding modes that ``round`` and the arithmetic take."""
 
 __version__ = "0.1.0"
 
