@@ -3,23 +3,63 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from fpsim._dtypes import is_ml_dtype
-from fpsim._inputs import as_float_array, is_device_array
+from fpsim._inputs import as_float_array
 from fpsim.backends import get_backend
+from fpsim.backends.protocol import is_device_array
 from fpsim.formats import PRESETS, Format, as_format
 from fpsim.kernels.spec import make_spec
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from fpsim._typing import FormatLike, Scalar, Values
 
 _SIGN = np.uint64(1 << 63)
 _M52 = np.uint64((1 << 52) - 1)
 
 
-def to_bits(x, fmt: Format | str) -> np.ndarray:
-    """The encodings of the format values ``x`` (uint8/16/32/64 by the format's width).
+@overload
+def to_bits(x: Scalar, fmt: FormatLike) -> np.unsignedinteger[Any]: ...
+@overload
+def to_bits(x: Values, fmt: FormatLike) -> npt.NDArray[np.unsignedinteger[Any]]: ...
+def to_bits(x: Values | Scalar, fmt: FormatLike) -> Any:
+    """Encode values of a format as their bit patterns.
 
-    NaN encodes as the quiet NaN with a zero sign (S.1..1.1..1 in a finite-style format).
+    Parameters
+    ----------
+    x : array_like
+        Values of ``fmt`` (NaN and, in an IEEE-style format, infinities included).
+    fmt : Format or str
+        The format, or its name; any width up to 64 bits.
+
+    Returns
+    -------
+    numpy.ndarray or numpy scalar
+        The encodings, in the shape of ``x``, as the narrowest unsigned integer
+        type that holds them (``fmt.bits_dtype``: uint8, uint16, uint32 or uint64).
+        NaN encodes as the quiet NaN with a zero sign (S.1..1.1..1 in a
+        finite-style format).
+
+    Raises
+    ------
+    ValueError
+        A value that is not a value of ``fmt`` (round it first with
+        ``fpsim.round``); an unknown format; input fpsim cannot take exactly.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> hex(fpsim.to_bits(1.0, "fp16"))
+    '0x3c00'
+    >>> fpsim.to_bits([1.0, -2.0, float("inf"), float("nan")], "fp16").tolist()
+    [15360, 49152, 31744, 32256]
+    >>> fpsim.to_bits([448.0, float("nan")], "fp8_e4m3").tolist()
+    [126, 127]
     """
     fmt = as_format(fmt)
     arr = as_float_array(x, "x")
@@ -47,12 +87,44 @@ def to_bits(x, fmt: Format | str) -> np.ndarray:
     frac = np.where(np.isnan(flat), nan_frac, frac)
     sign = np.where(np.isnan(flat), np.uint64(0), sign)
     bits = sign | (field << np.uint64(t)) | frac
-    out = bits.astype(fmt.bits_dtype).reshape(arr.shape)
+    out: np.ndarray = bits.astype(fmt.bits_dtype).reshape(arr.shape)
     return out[()] if arr.ndim == 0 else out
 
 
-def from_bits(bits, fmt: Format | str) -> np.ndarray:
-    """The float64 values of the encodings ``bits`` (an unsigned or non-negative integer array)."""
+@overload
+def from_bits(bits: int | np.integer[Any], fmt: FormatLike) -> np.float64: ...
+@overload
+def from_bits(bits: npt.ArrayLike, fmt: FormatLike) -> npt.NDArray[np.float64]: ...
+def from_bits(bits: npt.ArrayLike, fmt: FormatLike) -> Any:
+    """Decode bit patterns of a format into its values.
+
+    Parameters
+    ----------
+    bits : array_like of int
+        Encodings: an unsigned or non-negative integer array (or integers), each
+        in 0..2**fmt.bits - 1.
+    fmt : Format or str
+        The format, or its name.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        The float64 values, in the shape of ``bits`` (a NaN keeps its payload).
+
+    Raises
+    ------
+    ValueError
+        Not integers, or an encoding out of range; a GPU array (copy it to the
+        host first); an unknown format.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> float(fpsim.from_bits(0x3C00, "fp16"))
+    1.0
+    >>> fpsim.from_bits([0x7BFF, 0x0001, 0xFC00], "fp16").tolist()
+    [65504.0, 5.960464477539063e-08, -inf]
+    """
     fmt = as_format(fmt)
     if is_device_array(bits):
         raise ValueError("bits: a GPU array; from_bits takes host arrays: copy it with "
@@ -81,15 +153,41 @@ def from_bits(bits, fmt: Format | str) -> np.ndarray:
     special_bits = np.uint64(0x7FF << 52) | (frac << np.uint64(52 - t))
     value = np.where(special, special_bits.view(np.float64), value)
     value = np.where(negative, -value, value)
-    out = value.reshape(arr.shape)
+    out: np.ndarray = value.reshape(arr.shape)
     return out[()] if arr.ndim == 0 else out
 
 
 @functools.lru_cache(maxsize=64)
-def format_of_dtype(dtype: np.dtype) -> Format | None:
-    """The format whose values ``dtype`` holds, value for value and encoding for
-    encoding (NaNs as a class); None when it is none of fpsim's (ml_dtypes' fnuz types
-    have no -0, its fn types of under 8 bits no NaN)."""
+def format_of_dtype(dtype: npt.DTypeLike) -> Format | None:
+    """The format of a NumPy or ml_dtypes dtype.
+
+    Parameters
+    ----------
+    dtype : data-type
+        A NumPy float dtype, or an ml_dtypes one (``ml_dtypes.bfloat16``, ...).
+
+    Returns
+    -------
+    Format or None
+        The format whose values ``dtype`` holds, value for value and encoding for
+        encoding (NaNs as a class); None when it is none of fpsim's (integers,
+        ml_dtypes' fnuz types, which have no -0, its fn types of under 8 bits,
+        which have no NaN).
+
+    Raises
+    ------
+    TypeError
+        ``dtype`` is not a data type NumPy knows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.bits import format_of_dtype
+    >>> format_of_dtype(np.float16)
+    Format(5, 10, name='fp16')
+    >>> format_of_dtype(np.int8) is None
+    True
+    """
     dtype = np.dtype(dtype)
     natives = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
                np.dtype(np.float64): "fp64"}

@@ -1,4 +1,15 @@
-"""IEEE 754 exception flags, plus ABSORBED (the mantissa-shift loss of an addition)."""
+"""IEEE 754 exception flags, plus ABSORBED (the mantissa-shift loss of an addition).
+
+Functions called with ``flags=True`` return one uint8 per element, the bitwise or
+of the flags raised (``docs/semantics.md`` says when each is raised).
+
+Examples
+--------
+>>> import fpsim
+>>> result, flags = fpsim.add(1.0, 2.0**-12, "fp16", flags=True)
+>>> bool(flags & fpsim.ABSORBED), fpsim.flags.describe(flags)
+(True, 'inexact|absorbed')
+"""
 
 INEXACT = 1
 UNDERFLOW = 2
@@ -7,7 +18,8 @@ DIVBYZERO = 8
 INVALID = 16
 ABSORBED = 32
 
-NAMES = {
+#: The name of each flag.
+NAMES: dict[int, str] = {
     INEXACT: "inexact",
     UNDERFLOW: "underflow",
     OVERFLOW: "overflow",
@@ -18,5 +30,22 @@ NAMES = {
 
 
 def describe(flags: int) -> str:
-    """Names of the flags set in ``flags``, e.g. ``"inexact|underflow"``."""
+    """The names of the flags set in a flags value.
+
+    Parameters
+    ----------
+    flags : int
+        A flags value (an int, or one element of a flags array).
+
+    Returns
+    -------
+    str
+        The names joined by ``|`` (e.g. ``"inexact|underflow"``), or ``"none"``.
+
+    Examples
+    --------
+    >>> from fpsim.flags import describe, INEXACT, ABSORBED
+    >>> describe(INEXACT | ABSORBED), describe(3), describe(0)
+    ('inexact|absorbed', 'inexact|underflow', 'none')
+    """
     return "|".join(name for bit, name in NAMES.items() if int(flags) & bit) or "none"

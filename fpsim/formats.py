@@ -17,10 +17,60 @@ MAX_ARITH_MAN_BITS = 29
 
 @dataclass(frozen=True)
 class Format:
-    """A binary format: 1 sign bit, ``exp_bits`` exponent bits, ``man_bits`` fraction bits.
+    """A binary floating-point format: 1 sign bit, ``exp_bits`` exponent bits,
+    ``man_bits`` fraction bits.
 
-    ``infinities=False`` selects the OCP finite style (fp8_e4m3): the all-ones
-    exponent holds finite values and only the all-ones pattern is NaN.
+    Every value of every format is a float64 value. Formats compare equal when
+    their parameters are (the name aside). ``docs/semantics.md`` gives every
+    derived quantity.
+
+    Parameters
+    ----------
+    exp_bits : int
+        Exponent bits, 2..11.
+    man_bits : int
+        Fraction (trailing significand) bits, 1..52.
+    name : str, optional
+        A label; by default the canonical name ``e<exp_bits>m<man_bits>``
+        (``fn`` appended in the finite style).
+    infinities : bool, default True
+        True: IEEE 754 style. False: the OCP finite style (as fp8_e4m3): no
+        infinities, the all-ones exponent holds finite values and only the
+        all-ones pattern is NaN (needs ``exp_bits <= 10``).
+
+    Attributes
+    ----------
+    bias, emin, emax : int
+        The exponent bias and the least and greatest normal exponents.
+    precision : int
+        Significand bits, ``man_bits + 1``.
+    bits : int
+        The width of an encoding, ``1 + exp_bits + man_bits``.
+    max, smallest_normal, smallest_subnormal, eps : float
+        The largest finite value, ``2**emin``, ``2**(emin - man_bits)`` and
+        ``2**-man_bits``.
+    dtype : numpy.dtype
+        The narrowest of float16, float32, float64 that holds every value.
+    bits_dtype : numpy.dtype
+        The unsigned integer dtype that holds one encoding.
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range or of the wrong type.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> fp16 = fpsim.Format(5, 10)
+    >>> fp16
+    Format(5, 10, name='e5m10')
+    >>> fp16 == fpsim.PRESETS["fp16"]
+    True
+    >>> fp16.max, fp16.smallest_normal, fp16.eps
+    (65504.0, 6.103515625e-05, 0.0009765625)
+    >>> fpsim.Format(4, 3, infinities=False).max
+    448.0
     """
 
     exp_bits: int
@@ -30,7 +80,7 @@ class Format:
 
     def __init__(
         self, exp_bits: int, man_bits: int, *, name: str | None = None, infinities: bool = True
-    ):
+    ) -> None:
         for label, value, lo, hi in (("exp_bits", exp_bits, 2, 11), ("man_bits", man_bits, 1, 52)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise ValueError(f"{label} must be an integer, got {value!r}")
@@ -51,44 +101,60 @@ class Format:
     @property
     def canonical_name(self) -> str:
         """``e<exp_bits>m<man_bits>``, with ``fn`` for the finite style: ``format()``
-        reads it back."""
+        reads it back.
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.PRESETS["bf16"].canonical_name, fpsim.PRESETS["fp8_e4m3"].canonical_name
+        ('e8m7', 'e4m3fn')
+        """
         return f"e{self.exp_bits}m{self.man_bits}" + ("" if self.infinities else "fn")
 
     @property
     def bias(self) -> int:
+        """The exponent bias, ``2**(exp_bits - 1) - 1``."""
         return (1 << (self.exp_bits - 1)) - 1
 
     @property
     def emin(self) -> int:
+        """The least normal exponent, ``1 - bias``."""
         return 1 - self.bias
 
     @property
     def emax(self) -> int:
+        """The greatest exponent of a finite value: ``bias`` (``bias + 1`` in the finite style)."""
         return self.bias if self.infinities else self.bias + 1
 
     @property
     def precision(self) -> int:
+        """Significand bits, ``man_bits + 1``."""
         return self.man_bits + 1
 
     @property
     def bits(self) -> int:
+        """The width of an encoding, ``1 + exp_bits + man_bits``."""
         return 1 + self.exp_bits + self.man_bits
 
     @cached_property
     def max(self) -> float:
+        """The largest finite value."""
         top = 2.0 - 2.0 ** -self.man_bits * (1 if self.infinities else 2)
         return float(np.ldexp(top, self.emax))
 
     @cached_property
     def smallest_normal(self) -> float:
+        """``2**emin``."""
         return float(np.ldexp(1.0, self.emin))
 
     @cached_property
     def smallest_subnormal(self) -> float:
+        """``2**(emin - man_bits)``."""
         return float(np.ldexp(1.0, self.emin - self.man_bits))
 
     @cached_property
     def eps(self) -> float:
+        """The spacing of the values in [1, 2), ``2**-man_bits``."""
         return float(np.ldexp(1.0, -self.man_bits))
 
     @cached_property
@@ -117,6 +183,7 @@ class Format:
         return f"Format({self.exp_bits}, {self.man_bits}, name={self.name!r}{extra})"
 
 
+#: The preset formats by name: fp16, bf16, tf32, fp32, fp64, fp8_e5m2, fp8_e4m3.
 PRESETS: dict[str, Format] = {
     f.name: f
     for f in (
@@ -143,8 +210,36 @@ _CANONICAL = re.compile(r"e(\d{1,2})m(\d{1,2})(fn)?")
 
 
 def format(name: str) -> Format:
-    """Look a format up by name: a preset (``"fp16"``, ``"bf16"``, ``"fp8_e4m3"``, ...) or
-    ``"e<exp_bits>m<man_bits>"`` (``"e6m9"``; ``"e4m3fn"``: no infinities)."""
+    """Look a format up by name.
+
+    Parameters
+    ----------
+    name : str
+        A preset (``"fp16"``, ``"bf16"``, ``"tf32"``, ``"fp32"``, ``"fp64"``,
+        ``"fp8_e5m2"``, ``"fp8_e4m3"``), an alias (``"half"``, ``"float32"``,
+        ``"bfloat16"``, ...), or ``"e<exp_bits>m<man_bits>"`` (``"e6m9"``;
+        ``"e4m3fn"``: the finite style, no infinities); case is ignored.
+
+    Returns
+    -------
+    Format
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the message lists the known ones), or parameters out
+        of range.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> fpsim.format("half")
+    Format(5, 10, name='fp16')
+    >>> fpsim.format("e6m9")
+    Format(6, 9, name='e6m9')
+    >>> fpsim.format("e4m3fn")
+    Format(4, 3, name='e4m3fn', infinities=False)
+    """
     if not isinstance(name, str):
         raise ValueError(f"format name must be a string, got {name!r}")
     key = name.strip().lower()
@@ -160,7 +255,27 @@ def format(name: str) -> Format:
 
 
 def as_format(fmt: Format | str) -> Format:
-    """Accept a ``Format`` or a preset name."""
+    """A ``Format`` as it is, or the format a name names (``format(name)``).
+
+    Parameters
+    ----------
+    fmt : Format or str
+
+    Returns
+    -------
+    Format
+
+    Raises
+    ------
+    ValueError
+        Neither a Format nor a known name.
+
+    Examples
+    --------
+    >>> from fpsim.formats import as_format
+    >>> as_format("fp16") is as_format(as_format("fp16"))
+    True
+    """
     if isinstance(fmt, Format):
         return fmt
     if isinstance(fmt, str):

@@ -41,6 +41,17 @@ def gpu_missing() -> str | None:
     """What the ``cupy`` backend lacks on this machine, or None when it can run.
 
     Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) it runs, on the CPU.
+
+    Returns
+    -------
+    str or None
+        Why it cannot run (what to install), or None.
+
+    Examples
+    --------
+    >>> from fpsim.backends import gpu_missing
+    >>> isinstance(gpu_missing(), (str, type(None)))
+    True
     """
     install = "install the GPU extra: pip install 'fpsim[gpu]'"
     try:
@@ -64,19 +75,79 @@ def gpu_missing() -> str | None:
 
 
 def set_backend(name: str) -> None:
-    """Select the backend for later calls: ``"numpy"`` (reference), ``"numba"`` (CPU) or
-    ``"cupy"`` (GPU)."""
+    """Select the backend for later calls.
+
+    Every backend gives the same bits; ``backend`` selects one for a ``with``
+    block instead.
+
+    Parameters
+    ----------
+    name : str
+        ``"numpy"`` (the reference, on whole arrays), ``"numba"`` (parallel
+        compiled loops on the CPU; the default) or ``"cupy"`` (CUDA on a GPU).
+
+    Raises
+    ------
+    ValueError
+        An unknown name.
+    RuntimeError
+        ``"cupy"`` where it cannot run (no CuPy, numba-cuda or GPU): the message
+        says what is missing.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> previous = fpsim.get_backend_name()
+    >>> fpsim.set_backend("numpy")
+    >>> fpsim.get_backend_name()
+    'numpy'
+    >>> fpsim.set_backend(previous)
+    """
     _default[0] = _check(name)
 
 
 def get_backend_name() -> str:
-    """The name of the backend in force."""
+    """The name of the backend in force.
+
+    Returns
+    -------
+    str
+        ``"numpy"``, ``"numba"`` or ``"cupy"``: that of the innermost ``with
+        backend(...)`` block, or else the one ``set_backend`` selected.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> with fpsim.backend("numpy"):
+    ...     fpsim.get_backend_name()
+    'numpy'
+    """
     return _current.get() or _default[0]
 
 
 @contextlib.contextmanager
 def backend(name: str) -> Iterator[None]:
-    """Use backend ``name`` inside a ``with`` block."""
+    """Use a backend inside a ``with`` block (and its thread or task alone).
+
+    Parameters
+    ----------
+    name : str
+        ``"numpy"``, ``"numba"`` or ``"cupy"`` (see ``set_backend``).
+
+    Raises
+    ------
+    ValueError
+        An unknown name.
+    RuntimeError
+        ``"cupy"`` where it cannot run.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> with fpsim.backend("numpy"):
+    ...     float(fpsim.round(0.1, "tf32"))
+    0.0999755859375
+    """
     token = _current.set(_check(name))
     try:
         yield
@@ -85,7 +156,21 @@ def backend(name: str) -> Iterator[None]:
 
 
 def get_backend() -> Backend:
-    """The backend object in force (created on first use)."""
+    """The backend object in force (created on first use).
+
+    Returns
+    -------
+    fpsim.backends.protocol.Backend
+        What fpsim's core calls to run the kernels.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.backends import get_backend
+    >>> with fpsim.backend("numpy"):
+    ...     get_backend().name
+    'numpy'
+    """
     name = get_backend_name()
     if name not in _instances:
         _instances[name] = importlib.import_module(_MODULES[name]).Backend()
