@@ -29,6 +29,20 @@ def machine(gpu: bool = False) -> str:
     return f"CPU: {model}; {flags}".rstrip("; ")
 
 
+def compiled_for() -> str:
+    """What Numba compiles fpsim's CPU kernels for: the CPU name and any feature changes
+    (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES``; the host's by default), and the binary16
+    arithmetic that target offers (``backends.numba_half``)."""
+    import numba
+
+    from fpsim.backends import numba_half
+
+    name = numba.config.CPU_NAME or "host"
+    features = numba.config.CPU_FEATURES
+    target = name if features is None else f"{name} {features or '(no features)'}"
+    return f"Numba target: {target}; binary16 arithmetic: {numba_half.compiled_for() or 'none'}"
+
+
 def versions(gpu: bool = False) -> dict[str, str]:
     """Versions of Python, fpsim and the libraries whose arithmetic is compared or used."""
     from importlib import metadata

@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 
 import fpsim
-from fpsim._machine import machine
+from fpsim._machine import compiled_for, machine
 from fpsim.backends import get_backend
 from fpsim.kernels.carrier import BINARY64
 from fpsim.kernels.spec import make_spec
@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
           "each timed in pairs with its reference")
     print(machine(gpu))
+    if not gpu:
+        print(compiled_for())
     if args.which in ("all", "elementwise"):
         reference = "a device-to-device copy's" if gpu else "np.copyto's"
         print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / {reference}")

@@ -152,3 +152,20 @@ def test_every_binary32_encoding(taken):
         same = got.view(np.uint32) == want.view(np.uint32)
         assert same[~nan].all(), f"first at {x32.view(np.uint32)[~same & ~nan][:3]}"
     assert all(taken)
+
+
+@needs_half
+def test_the_benchmark_names_the_conversion_and_the_target(monkeypatch):
+    from fpsim._machine import compiled_for
+    from fpsim.bench import run
+
+    rows = run(n=numba_backend.HALF_ROUND_FROM, repeats=1, backend="numba")
+    kernels = {(r[0], r[1]): r[2] for r in rows}
+    assert kernels["round nearest_even", "fp16"] == HERE
+    assert kernels["round toward_zero", "fp16"] == kernels["round nearest_even", "bf16"] == (
+        "binary32")
+    assert compiled_for() == f"Numba target: host; binary16 arithmetic: {HERE}"
+    monkeypatch.setattr(numba_half.numba.config, "CPU_NAME", "x86-64")
+    monkeypatch.setattr(numba_half.numba.config, "CPU_FEATURES", "")
+    if numba_half.platform.machine().lower() in ("x86_64", "amd64"):
+        assert compiled_for() == "Numba target: x86-64 (no features); binary16 arithmetic: none"
