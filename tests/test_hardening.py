@@ -369,6 +369,11 @@ def test_autograd_messages():
         x ** "a"
     with pytest.raises(ValueError, match="batch_norm got 4 channels"):
         nn.BatchNorm1d(3)(x)
+    # Found by mypy (issue 19): one running statistic without the other crashed (training)
+    # or normalized by an object array of None (inference).
+    for training in (True, False):
+        with pytest.raises(ValueError, match="running_mean and running_var together"):
+            nn.functional.batch_norm(x, np.zeros(4), None, training=training)
     t = fpsim.tensor([1.0], requires_grad=True)
     with pytest.raises(ValueError, match="the gradient has shape \\(3,\\)"):
         (t * 2.0).backward(np.ones(3))

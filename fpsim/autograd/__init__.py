@@ -1,5 +1,11 @@
 """Reverse-mode automatic differentiation whose every value and gradient is rounded
 by the current precision policy (``fpsim.precision``)."""
+# Tensor declares the operators bound here (for type checkers); mypy checks each binding
+# against that declaration, but would refuse assigning to a method at all:
+# mypy: disable-error-code="method-assign"
+
+from collections.abc import Callable
+from typing import Any
 
 from fpsim.autograd import dot, losses, normalization, pointwise, reductions, shape
 from fpsim.autograd.cast import cast, to
@@ -9,7 +15,7 @@ from fpsim.autograd.tensor import Tensor, as_tensor, grad_enabled, no_grad, tens
 # which see that submodule where Python sees the function, find it there.
 
 
-def _reflected(op):
+def _reflected(op: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
     return lambda self, other: op(other, self)
 
 
@@ -28,7 +34,7 @@ Tensor.__rmatmul__ = _reflected(dot.matmul)
 Tensor.__getitem__ = shape.getitem
 Tensor.reshape = shape.reshape
 Tensor.transpose = shape.transpose
-Tensor.T = property(lambda self: shape.transpose(self))
+Tensor.T = property(lambda self: shape.transpose(self))  # type: ignore[assignment]
 Tensor.sum = reductions.sum
 Tensor.mean = reductions.mean
 Tensor.relu = pointwise.relu

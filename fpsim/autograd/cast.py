@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fpsim.autograd.tensor import Tensor, as_tensor
 from fpsim.formats import Format, as_format
 from fpsim.precision import numerics
 from fpsim.precision.policy import OPERATIONS, Policy, current
+
+if TYPE_CHECKING:
+    from fpsim._typing import TensorLike
 
 
 def op_policy(op: str) -> Policy:
@@ -14,7 +19,7 @@ def op_policy(op: str) -> Policy:
     return current().for_op(op)
 
 
-def cast(x, fmt: Format, policy: Policy) -> Tensor:
+def cast(x: TensorLike, fmt: Format, policy: Policy) -> Tensor:
     """``x`` rounded to ``fmt`` (itself when already there), differentiably.
 
     Gradients flow back unchanged and are rounded to ``x``'s format, e.g. fp16 weight
@@ -53,12 +58,12 @@ def cast(x, fmt: Format, policy: Policy) -> Tensor:
     return Tensor.node(data, fmt, (x,), lambda g: (g,), policy, "cast")
 
 
-def compute(x, policy: Policy) -> Tensor:
+def compute(x: TensorLike, policy: Policy) -> Tensor:
     """``x`` in the policy's compute format (the inputs of pointwise and dot operations)."""
     return cast(x, policy.compute, policy)
 
 
-def to(x, fmt: Format | str) -> Tensor:
+def to(x: TensorLike, fmt: Format | str) -> Tensor:
     """``x`` rounded to ``fmt`` by the current policy (``Tensor.to``).
 
     A differentiable cast, its gradients flowing back unchanged and rounded to ``x``'s

@@ -7,6 +7,7 @@ so an fp16 accumulator shows in the gradients as well as in the activations.
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,12 +17,18 @@ from fpsim.autograd.shape import transpose
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 
+if TYPE_CHECKING:
+    from fpsim._typing import TensorLike
+    from fpsim.precision.policy import Policy
+
+    Pair = tuple[int, int]
+
 
 def _swap(v: np.ndarray) -> np.ndarray:
     return np.swapaxes(v, -1, -2)
 
 
-def matmul(a, b) -> Tensor:
+def matmul(a: TensorLike, b: TensorLike) -> Tensor:
     """``a @ b`` for arrays of at least two dimensions (batch dimensions broadcast).
 
     Parameters
@@ -55,7 +62,7 @@ def matmul(a, b) -> Tensor:
         raise ValueError(f"matmul needs (..., M, K) @ (..., K, N), got {a.shape} and {b.shape}")
     y = numerics.matmul(a.data, b.data, p)
 
-    def backward(g):
+    def backward(g: np.ndarray) -> Any:
         # Products come out in the compute format; broadcast batches are summed later.
         ga = gb = None
         if a.requires_grad:
@@ -72,7 +79,7 @@ def matmul(a, b) -> Tensor:
     return Tensor.node(y, p.compute, (a, b), backward, p, "matmul")
 
 
-def linear(x, weight, bias=None) -> Tensor:
+def linear(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None) -> Tensor:
     """``x @ weight.T + bias`` with ``weight`` of shape (out_features, in_features).
 
     Parameters
@@ -105,7 +112,8 @@ def linear(x, weight, bias=None) -> Tensor:
     return y if bias is None else add(y, bias)
 
 
-def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape, stride, padding, p) -> np.ndarray:
+def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stride: Pair,
+                    padding: Pair, p: Policy) -> np.ndarray:
     """d(conv)/dx: the full correlation of the stride-dilated gradient with the flipped
     kernel, so its inner products (over o, kh, kw) use the same accumulator."""
     n, o, oh, ow = g.shape
@@ -122,7 +130,8 @@ def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape, stride, padding, p) -
     return full[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd]
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0) -> Tensor:
+def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
+           stride: int | Pair = 1, padding: int | Pair = 0) -> Tensor:
     """2-D cross-correlation, NCHW: ``x`` (N, C, H, W), ``weight`` (O, C, KH, KW).
 
     Parameters
@@ -164,8 +173,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0) -> Tensor:
     stride, padding = check(x.data, w.data, stride, padding)
     y, cols = correlate(x.data, w.data, stride, padding, partial(numerics.matmul, policy=p))
 
-    def backward(g):
-        gx = gw = None
+    def backward(g: np.ndarray) -> Any:
+        gx: Any = None
+        gw: Any = None
         if w.requires_grad:
             o = w.shape[0]
             patches = cols.reshape(-1, cols.shape[-1])

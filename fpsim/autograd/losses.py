@@ -6,12 +6,20 @@ this is where small gradients underflow without loss scaling.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.reductions import log_softmax_values
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from fpsim._typing import TensorLike
+    from fpsim.precision.policy import Policy
 
 REDUCTIONS = ("mean", "sum")
 """The ``reduction`` arguments the losses take."""
@@ -22,14 +30,15 @@ def _check_reduction(reduction: str) -> None:
         raise ValueError(f"unknown reduction {reduction!r}; known: {', '.join(REDUCTIONS)}")
 
 
-def _loss(terms: np.ndarray, n: int, p) -> np.ndarray:
+def _loss(terms: np.ndarray, n: int, p: Policy) -> np.ndarray:
     """The sum of ``terms`` (values of ``reduce``) divided by ``n``, in ``output``."""
     total = numerics.sum(terms, None, p, source=p.reduce)
     return np.asarray(
         numerics.round(numerics.round(total / n, p.reduce, p), p.output, p, p.reduce))
 
 
-def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
+def cross_entropy(logits: TensorLike, target: npt.ArrayLike,
+                  reduction: str = "mean") -> Tensor:
     """Softmax cross-entropy of ``logits`` (N, C) against integer classes ``target`` (N,).
 
     Parameters
@@ -77,7 +86,7 @@ def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
     n = x.shape[0] if reduction == "mean" else 1
     loss = _loss(-logp[rows, target], n, p)
 
-    def backward(g):
+    def backward(g: np.ndarray) -> Any:
         grad = prob.copy()
         grad[rows, target] -= 1
         return (grad * (g / n),)
@@ -85,7 +94,7 @@ def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
     return Tensor.node(loss, p.output, (x,), backward, p, "cross_entropy")
 
 
-def mse_loss(prediction, target, reduction: str = "mean") -> Tensor:
+def mse_loss(prediction: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
     """Mean (or sum) of squared differences, ``target`` a constant array.
 
     Parameters

@@ -3,6 +3,8 @@ result in the compute format; the scale and shift are used in ``reduce``."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from fpsim.autograd.cast import cast, compute, op_policy
@@ -10,9 +12,17 @@ from fpsim.autograd.shape import reshape
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def _normalize(name: str, x, axes: tuple[int, ...], weight, bias, eps: float,
-               stats: tuple[np.ndarray, np.ndarray] | None = None, param_shape=None):
+    from fpsim._typing import TensorLike
+    from fpsim.formats import Format
+
+
+def _normalize(name: str, x: TensorLike, axes: tuple[int, ...], weight: TensorLike | None,
+               bias: TensorLike | None, eps: float,
+               stats: tuple[np.ndarray, np.ndarray] | None = None,
+               param_shape: tuple[int, ...] | None = None) -> tuple[Tensor, np.ndarray, np.ndarray]:
     """(y, mean, biased variance): y = (x - mean) / sqrt(var + eps) * weight + bias.
 
     With ``stats`` given (inference) they are constants; otherwise they are the
@@ -23,7 +33,7 @@ def _normalize(name: str, x, axes: tuple[int, ...], weight, bias, eps: float,
     x = compute(x, p)
     n = int(np.prod([x.shape[a] for a in axes]))
 
-    def mean(v, source=None):
+    def mean(v: np.ndarray, source: Format | None = None) -> np.ndarray:
         return numerics.round(numerics.sum(v, axes, p, keepdims=True, source=source) / n, r, p)
 
     if stats is None:
@@ -44,7 +54,7 @@ def _normalize(name: str, x, axes: tuple[int, ...], weight, bias, eps: float,
     beta = params[-1].data if bias is not None else 0.0
     y = numerics.round(xhat * gamma + beta, p.compute, p)
 
-    def backward(g):
+    def backward(g: np.ndarray) -> Any:
         gh = numerics.round(g * gamma, r, p)
         if stats is None:
             gx = inv * (gh - mean(gh, r) - xhat * mean(numerics.round(gh * xhat, r, p), r))
@@ -61,8 +71,10 @@ def _normalize(name: str, x, axes: tuple[int, ...], weight, bias, eps: float,
     return out, mu, var
 
 
-def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
-               training: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+def batch_norm(x: TensorLike, running_mean: np.ndarray | None = None,
+               running_var: np.ndarray | None = None, weight: TensorLike | None = None,
+               bias: TensorLike | None = None, training: bool = True, momentum: float = 0.1,
+               eps: float = 1e-5) -> Tensor:
     """Normalize over every axis but the channels (axis 1) of (N, C) or (N, C, H, W).
 
     Parameters
@@ -89,7 +101,8 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
     Raises
     ------
     ValueError
-        If the shape or the number of channels does not fit.
+        If the shape or the number of channels does not fit, or only one of
+        ``running_mean`` and ``running_var`` is given.
 
     Examples
     --------
@@ -104,16 +117,19 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
     data = x.data if isinstance(x, Tensor) else np.asarray(x)
     if data.ndim not in (2, 3, 4):
         raise ValueError(f"batch_norm needs (N, C), (N, C, L) or (N, C, H, W), got {data.shape}")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("batch_norm takes running_mean and running_var together, or neither")
     channels = {np.size(v) for v in (running_mean, running_var, weight, bias) if v is not None}
     if channels and channels != {data.shape[1]}:
         raise ValueError(f"batch_norm got {data.shape[1]} channels (axis 1 of {data.shape}), "
                          f"its statistics and parameters have {sorted(channels)}")
     axes = (0,) + tuple(range(2, data.ndim))
     shape = (1, -1) + (1,) * (data.ndim - 2)
-    use_batch = training or running_mean is None
-    stats = None if use_batch else (np.reshape(running_mean, shape), np.reshape(running_var, shape))
+    stats = None
+    if not training and running_mean is not None and running_var is not None:
+        stats = (np.reshape(running_mean, shape), np.reshape(running_var, shape))
     y, mu, var = _normalize("batch_norm", x, axes, weight, bias, eps, stats, shape)
-    if training and running_mean is not None:
+    if training and running_mean is not None and running_var is not None:
         p = op_policy("batch_norm")
         n = int(np.prod([data.shape[a] for a in axes]))
         unbiased = var.reshape(-1) * (n / max(n - 1, 1))
@@ -124,7 +140,9 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
     return y
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+def layer_norm(x: TensorLike, normalized_shape: int | Sequence[int],
+               weight: TensorLike | None = None, bias: TensorLike | None = None,
+               eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing ``normalized_shape`` axes.
 
     Parameters

@@ -7,6 +7,9 @@ value to the compute format here, each gradient to its tensor's format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, overload
+
 import numpy as np
 
 from fpsim._checks import real
@@ -14,35 +17,43 @@ from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
-def _unary(name: str, x, forward, backward, exact: bool = False) -> Tensor:
+    from fpsim._typing import TensorLike
+
+
+def _unary(name: str, x: TensorLike, forward: Callable[..., Any], backward: Callable[..., Any],
+           exact: bool = False) -> Tensor:
     """``exact``: the result is always a value of the input's format (nothing to round)."""
     p = op_policy(name)
     x = compute(x, p)
     with np.errstate(all="ignore"):
         y = numerics.round(forward(x.data), p.compute, p, p.compute if exact else None)
 
-    def grads(g):
+    def grads(g: np.ndarray) -> tuple[Any, ...]:
         with np.errstate(all="ignore"):
             return (backward(g, x.data, y),)
 
     return Tensor.node(y, p.compute, (x,), grads, p, name)
 
 
-def _binary(name: str, a, b, forward, backward) -> Tensor:
+def _binary(name: str, a: TensorLike, b: TensorLike, forward: Callable[..., Any],
+            backward: Callable[..., Any]) -> Tensor:
     p = op_policy(name)
     a, b = compute(a, p), compute(b, p)
     with np.errstate(all="ignore"):
         y = numerics.round(forward(a.data, b.data), p.compute, p)
 
-    def grads(g):
+    def grads(g: np.ndarray) -> tuple[Any, ...]:
         with np.errstate(all="ignore"):
-            return backward(g, a.data, b.data)
+            result: tuple[Any, ...] = backward(g, a.data, b.data)
+            return result
 
     return Tensor.node(y, p.compute, (a, b), grads, p, name)
 
 
-def add(a, b) -> Tensor:
+def add(a: TensorLike, b: TensorLike) -> Tensor:
     """``a + b``, rounded to the current policy's compute format.
 
     Parameters
@@ -67,7 +78,7 @@ def add(a, b) -> Tensor:
     return _binary("add", a, b, np.add, lambda g, x, y: (g, g))
 
 
-def sub(a, b) -> Tensor:
+def sub(a: TensorLike, b: TensorLike) -> Tensor:
     """``a - b``, rounded to the current policy's compute format.
 
     Parameters
@@ -92,7 +103,7 @@ def sub(a, b) -> Tensor:
     return _binary("sub", a, b, np.subtract, lambda g, x, y: (g, -g))
 
 
-def mul(a, b) -> Tensor:
+def mul(a: TensorLike, b: TensorLike) -> Tensor:
     """``a * b``, rounded to the current policy's compute format.
 
     Parameters
@@ -117,7 +128,7 @@ def mul(a, b) -> Tensor:
     return _binary("mul", a, b, np.multiply, lambda g, x, y: (g * y, g * x))
 
 
-def div(a, b) -> Tensor:
+def div(a: TensorLike, b: TensorLike) -> Tensor:
     """``a / b``, rounded to the current policy's compute format.
 
     Parameters
@@ -142,7 +153,7 @@ def div(a, b) -> Tensor:
     return _binary("div", a, b, np.divide, lambda g, x, y: (g / y, -g * x / (y * y)))
 
 
-def neg(x) -> Tensor:
+def neg(x: TensorLike) -> Tensor:
     """``-x`` in the compute format (exact once ``x`` is there).
 
     Parameters
@@ -167,7 +178,7 @@ def neg(x) -> Tensor:
     return _unary("neg", x, np.negative, lambda g, x, y: -g, exact=True)
 
 
-def pow(x, exponent: float) -> Tensor:
+def pow(x: TensorLike, exponent: float) -> Tensor:
     """``x ** exponent`` for a constant exponent, rounded once to the compute format.
 
     Parameters
@@ -202,7 +213,7 @@ def pow(x, exponent: float) -> Tensor:
     return _unary("pow", x, lambda v: v**k, lambda g, v, y: g * k * v ** (k - 1))
 
 
-def relu(x) -> Tensor:
+def relu(x: TensorLike) -> Tensor:
     """``max(x, 0)`` in the compute format (exact once ``x`` is there).
 
     Parameters
@@ -228,7 +239,7 @@ def relu(x) -> Tensor:
                   exact=True)
 
 
-def tanh(x) -> Tensor:
+def tanh(x: TensorLike) -> Tensor:
     """``tanh(x)``, rounded once to the compute format.
 
     Parameters
@@ -255,10 +266,11 @@ def tanh(x) -> Tensor:
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(v))
-    return np.where(v >= 0, 1 / (1 + e), e / (1 + e))
+    out: np.ndarray = np.where(v >= 0, 1 / (1 + e), e / (1 + e))
+    return out
 
 
-def sigmoid(x) -> Tensor:
+def sigmoid(x: TensorLike) -> Tensor:
     """``1 / (1 + exp(-x))``, rounded once to the compute format.
 
     Parameters
@@ -283,7 +295,7 @@ def sigmoid(x) -> Tensor:
     return _unary("sigmoid", x, _sigmoid, lambda g, v, y: g * y * (1 - y))
 
 
-def exp(x) -> Tensor:
+def exp(x: TensorLike) -> Tensor:
     """``exp(x)``, rounded once to the compute format (overflowing to inf).
 
     Parameters
@@ -308,7 +320,7 @@ def exp(x) -> Tensor:
     return _unary("exp", x, np.exp, lambda g, v, y: g * y)
 
 
-def log(x) -> Tensor:
+def log(x: TensorLike) -> Tensor:
     """``log(x)``, rounded once to the compute format.
 
     Parameters
@@ -333,7 +345,14 @@ def log(x) -> Tensor:
     return _unary("log", x, np.log, lambda g, v, y: g / v)
 
 
-def dropout(x, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None):
+@overload
+def dropout(x: Tensor, p: float = ..., training: bool = ...,
+            rng: np.random.Generator | None = ...) -> Tensor: ...
+@overload
+def dropout(x: npt.ArrayLike, p: float = ..., training: bool = ...,
+            rng: np.random.Generator | None = ...) -> Tensor | npt.ArrayLike: ...
+def dropout(x: TensorLike, p: float = 0.5, training: bool = True,
+            rng: np.random.Generator | None = None) -> TensorLike:
     """Zero each element with probability ``p`` and scale the rest by 1/(1-p) (training).
 
     Parameters

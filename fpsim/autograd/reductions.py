@@ -8,11 +8,19 @@ each intermediate (shifted inputs, exponentials, sums) is rounded to
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from fpsim._typing import TensorLike
+    from fpsim.precision.policy import Policy
 from fpsim.precision.numerics import normalize_axes
 
 
@@ -20,13 +28,15 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     return int(np.prod([shape[a] for a in axes], dtype=np.int64))
 
 
-def _expand(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool):
+def _expand(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...],
+            keepdims: bool) -> np.ndarray:
     if not keepdims:
         g = np.expand_dims(g, axes)
     return np.broadcast_to(g, shape)
 
 
-def sum(x, axis=None, keepdims: bool = False) -> Tensor:
+def sum(x: TensorLike, axis: int | Sequence[int] | None = None,
+        keepdims: bool = False) -> Tensor:
     """The sum of ``x`` over ``axis``, accumulated in the ``reduce`` format.
 
     Every addition is rounded to ``reduce`` in the policy's order (``precision.numerics.sum``);
@@ -63,7 +73,8 @@ def sum(x, axis=None, keepdims: bool = False) -> Tensor:
                        lambda g: (_expand(g, x.shape, axes, keepdims),), p, "sum")
 
 
-def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+def mean(x: TensorLike, axis: int | Sequence[int] | None = None,
+         keepdims: bool = False) -> Tensor:
     """The mean of ``x`` over ``axis``: the sum in ``reduce``, divided there, then rounded to
     ``compute``.
 
@@ -100,7 +111,7 @@ def mean(x, axis=None, keepdims: bool = False) -> Tensor:
                        lambda g: (_expand(g / n, x.shape, axes, keepdims),), p, "mean")
 
 
-def log_softmax_values(v: np.ndarray, axis: int, p) -> tuple[np.ndarray, np.ndarray]:
+def log_softmax_values(v: np.ndarray, axis: int, p: Policy) -> tuple[np.ndarray, np.ndarray]:
     """log softmax of ``v`` along ``axis`` and softmax itself, both in ``reduce``.
 
     Parameters
@@ -135,7 +146,7 @@ def log_softmax_values(v: np.ndarray, axis: int, p) -> tuple[np.ndarray, np.ndar
         return logp, numerics.round(e / s, r, p)
 
 
-def softmax(x, axis: int = -1) -> Tensor:
+def softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, each intermediate rounded to ``reduce``.
 
     Parameters
@@ -164,7 +175,7 @@ def softmax(x, axis: int = -1) -> Tensor:
     _, prob = log_softmax_values(x.data, axis, p)
     y = numerics.round(prob, p.compute, p)
 
-    def backward(g):
+    def backward(g: np.ndarray) -> Any:
         inner = numerics.sum(numerics.round(g * y, p.reduce, p), axis, p, keepdims=True,
                              source=p.reduce)
         return (y * (g - inner),)
@@ -172,7 +183,7 @@ def softmax(x, axis: int = -1) -> Tensor:
     return Tensor.node(y, p.compute, (x,), backward, p, "softmax")
 
 
-def log_softmax(x, axis: int = -1) -> Tensor:
+def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """``x - log(sum(exp(x)))`` along ``axis``, each intermediate rounded to ``reduce``.
 
     Parameters
@@ -201,7 +212,7 @@ def log_softmax(x, axis: int = -1) -> Tensor:
     logp, prob = log_softmax_values(x.data, axis, p)
     y = numerics.round(logp, p.compute, p)
 
-    def backward(g):
+    def backward(g: np.ndarray) -> Any:
         return (g - prob * numerics.sum(g, axis, p, keepdims=True),)
 
     return Tensor.node(y, p.compute, (x,), backward, p, "log_softmax")

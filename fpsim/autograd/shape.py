@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -10,19 +11,25 @@ from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.tensor import Tensor, as_tensor
 from fpsim.precision import numerics
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
-def _move(name: str, x, forward, backward, exact: bool = True) -> Tensor:
+    from fpsim._typing import TensorLike
+
+
+def _move(name: str, x: TensorLike, forward: Callable[[np.ndarray], np.ndarray],
+          backward: Callable[[np.ndarray], np.ndarray], exact: bool = True) -> Tensor:
     """``exact``: the backward moves values without adding any (they stay in the format)."""
     x = as_tensor(x)
     p = op_policy(name)
 
-    def grads(g):
+    def grads(g: np.ndarray) -> tuple[Any, ...]:
         return ((backward(g), x.format) if exact else backward(g),)
 
     return Tensor.node(forward(x.data), x.format, (x,), grads, p, name)
 
 
-def reshape(x, *shape) -> Tensor:
+def reshape(x: TensorLike, *shape: int | Sequence[int]) -> Tensor:
     """``x`` with a new shape, as ``numpy.reshape`` (exact: the format is kept).
 
     Parameters
@@ -50,7 +57,7 @@ def reshape(x, *shape) -> Tensor:
     return _move("reshape", x, lambda v: v.reshape(shape), lambda g: g.reshape(x.shape))
 
 
-def transpose(x, *axes) -> Tensor:
+def transpose(x: TensorLike, *axes: int | Sequence[int]) -> Tensor:
     """Axes permuted (reversed when none are given), as ``numpy.transpose``.
 
     Parameters
@@ -79,14 +86,14 @@ def transpose(x, *axes) -> Tensor:
     """
     axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
     x = as_tensor(x)
-    perm = tuple(axes) if axes else tuple(reversed(range(x.ndim)))
+    perm: tuple[int, ...] = tuple(axes) if axes else tuple(reversed(range(x.ndim)))  # type: ignore[arg-type]
     if sorted(perm) != list(range(x.ndim)):
         raise ValueError(f"axes {axes} are not a permutation of {x.ndim} dimensions")
     inverse = tuple(np.argsort(perm))
     return _move("transpose", x, lambda v: v.transpose(perm), lambda g: g.transpose(inverse))
 
 
-def getitem(x, index) -> Tensor:
+def getitem(x: TensorLike, index: Any) -> Tensor:
     """``x[index]`` (``Tensor.__getitem__``): NumPy's basic and integer-array indexing.
 
     Parameters
@@ -118,7 +125,7 @@ def getitem(x, index) -> Tensor:
     if isinstance(index, Tensor):
         raise ValueError("index with integer arrays, not Tensors")
 
-    def backward(g):
+    def backward(g: np.ndarray) -> Any:
         out = np.zeros(x.shape, dtype=g.dtype)
         np.add.at(out, index, g)
         return out
@@ -126,7 +133,7 @@ def getitem(x, index) -> Tensor:
     return _move("getitem", x, lambda v: v[index], backward, exact=False)
 
 
-def cat(tensors: Sequence, axis: int = 0) -> Tensor:
+def cat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """Concatenation along ``axis`` (the tensors are first brought to one format).
 
     Parameters
@@ -167,7 +174,7 @@ def cat(tensors: Sequence, axis: int = 0) -> Tensor:
     return Tensor.node(data, fmt, xs, lambda g: np.split(g, bounds, axis=axis), p, "cat")
 
 
-def stack(tensors: Sequence, axis: int = 0) -> Tensor:
+def stack(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """The tensors stacked along a new ``axis``.
 
     Parameters
@@ -201,7 +208,7 @@ def stack(tensors: Sequence, axis: int = 0) -> Tensor:
                 for t in xs], axis=axis)
 
 
-def embedding(ids, weight) -> Tensor:
+def embedding(ids: npt.ArrayLike, weight: TensorLike) -> Tensor:
     """Rows of ``weight`` (num, dim) picked by integer ``ids`` (any shape), in compute format.
 
     Parameters
@@ -241,7 +248,7 @@ def embedding(ids, weight) -> Tensor:
     if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
         raise ValueError(f"embedding ids must lie in 0..{w.shape[0] - 1}")
 
-    def backward(g):
+    def backward(g: np.ndarray) -> Any:
         out = np.zeros(w.shape, dtype=np.float64)
         np.add.at(out, ids.reshape(-1), g.reshape(-1, w.shape[1]).astype(np.float64))
         return (numerics.round(out, p.reduce, p),)

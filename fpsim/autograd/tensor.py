@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -20,17 +21,22 @@ from fpsim.precision import numerics
 from fpsim.precision.policy import Policy, current
 from fpsim.rounding import round as round_to
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from fpsim._typing import TensorLike
+
 _grad_enabled = [True]
 # Called as observe(unrounded, rounded, format) after every gradient rounding while
 # registered (fpsim.training.monitor.FlushCounter); empty otherwise.
-grad_observers: list[Callable] = []
+grad_observers: list[Callable[[np.ndarray, np.ndarray, Format], object]] = []
 
 _FORMAT_OF_DTYPE = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
                     np.dtype(np.float64): "fp64"}
 
 
 @contextlib.contextmanager
-def no_grad():
+def no_grad() -> Iterator[None]:
     """Operations inside build no graph (a context manager, as ``torch.no_grad``).
 
     Yields
@@ -128,7 +134,8 @@ class Tensor:
     __array_priority__ = 100
     __array_ufunc__ = None  # ndarray op Tensor defers to the Tensor's operator
 
-    def __init__(self, data, requires_grad: bool = False, *, format: Format | str | None = None):
+    def __init__(self, data: TensorLike, requires_grad: bool = False, *,
+                 format: Format | str | None = None) -> None:
         """``data`` (an array, numbers, a Tensor) as a leaf tensor.
 
         Floats keep their dtype's format unless ``format`` is given; integers and
@@ -154,7 +161,7 @@ class Tensor:
         self.requires_grad = False
         self.grad: np.ndarray | None = None
         self._parents: tuple[Tensor, ...] = ()
-        self._backward: Callable | None = None
+        self._backward: Callable[[np.ndarray], Sequence[Any]] | None = None
         self._policy: Policy | None = None
         self.op = "leaf"
 
@@ -181,7 +188,8 @@ class Tensor:
     # -- graph -------------------------------------------------------------------------
     @classmethod
     def node(cls, data: np.ndarray, fmt: Format, parents: Sequence[Tensor],
-             backward: Callable, policy: Policy, op: str) -> Tensor:
+             backward: Callable[[np.ndarray], Sequence[Any]], policy: Policy,
+             op: str) -> Tensor:
         """The output of operation ``op``, in the graph when a parent requires grad.
 
         Parameters
@@ -235,7 +243,7 @@ class Tensor:
             stack.extend((p, False) for p in t._parents if id(p) not in seen)
         return order
 
-    def backward(self, gradient=None) -> None:
+    def backward(self, gradient: npt.ArrayLike | None = None) -> None:
         """Accumulate d(self)/d(leaf) * gradient into every tensor's ``.grad``.
 
         Parameters
@@ -266,12 +274,12 @@ class Tensor:
                     f"backward() without a gradient needs a scalar, got shape {self.shape}"
                 )
             gradient = 1.0
-        gradient = as_float_array(gradient, "gradient")
+        given: np.ndarray = as_float_array(gradient, "gradient")
         # As PyTorch: the gradient has the tensor's shape (a number will do for one element).
-        if gradient.shape != self.shape and not (gradient.ndim == 0 and self.data.size == 1):
-            raise ValueError(f"the gradient has shape {gradient.shape}, the tensor "
+        if given.shape != self.shape and not (given.ndim == 0 and self.data.size == 1):
+            raise ValueError(f"the gradient has shape {given.shape}, the tensor "
                              f"{self.shape}: they must be the same")
-        seed = np.broadcast_to(np.asarray(gradient, dtype=np.float64), self.shape)
+        seed = np.broadcast_to(np.asarray(given, dtype=np.float64), self.shape)
         self.accumulate_grad(seed, self._policy or current())
         for t in reversed(self.graph()):
             if t._backward is None or t.grad is None:
@@ -285,9 +293,10 @@ class Tensor:
                 source = t.format if g is t.grad else None
                 if isinstance(g, tuple):
                     g, source = g
-                parent.accumulate_grad(g, t._policy, source)
+                parent.accumulate_grad(g, cast(Policy, t._policy), source)  # set with _backward
 
-    def accumulate_grad(self, g, policy: Policy, source: Format | None = None) -> None:
+    def accumulate_grad(self, g: npt.ArrayLike, policy: Policy,
+                        source: Format | None = None) -> None:
         """Add ``g`` (broadcast-reduced to this shape) into ``.grad``, rounded to the format.
 
         Parameters
@@ -299,16 +308,16 @@ class Tensor:
         source : Format, optional
             The format ``g``'s values are known to lie in.
         """
-        g = np.asarray(g)
-        if g.shape != self.shape:
-            g, summed = reduce_broadcast(g, self.shape, policy, source)
+        total = np.asarray(g)
+        if total.shape != self.shape:
+            total, summed = reduce_broadcast(total, self.shape, policy, source)
             source = policy.reduce if summed else source
         if self.grad is not None:
-            g = self.grad + g
+            total = self.grad + total
             source = None
-        self.grad = numerics.round(g, self.format, policy, source)
+        self.grad = numerics.round(total, self.format, policy, source)
         for observe in grad_observers:
-            observe(g, self.grad, self.format)
+            observe(total, self.grad, self.format)
 
     # -- conveniences ------------------------------------------------------------------
     @property
@@ -340,7 +349,8 @@ class Tensor:
         """
         return self.data
 
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    def __array__(self, dtype: npt.DTypeLike | None = None,
+                  copy: bool | None = None) -> np.ndarray:
         # NumPy's protocol: np.asarray(tensor) is its values (exactly: a narrower dtype is
         # refused, not rounded; round with fpsim.round or .to(format) first).
         if dtype is None or np.dtype(dtype) == self.data.dtype:
@@ -397,10 +407,38 @@ class Tensor:
         return f"Tensor({self.data!r}, format={self.format.name}{grad})"
 
     # Operators and .to(format) delegate to the operation modules, bound in
-    # fpsim/autograd/__init__.py.
+    # fpsim/autograd/__init__.py; their signatures, for type checkers:
+    if TYPE_CHECKING:
+        def __add__(self, other: TensorLike) -> Tensor: ...
+        def __radd__(self, other: TensorLike) -> Tensor: ...
+        def __sub__(self, other: TensorLike) -> Tensor: ...
+        def __rsub__(self, other: TensorLike) -> Tensor: ...
+        def __mul__(self, other: TensorLike) -> Tensor: ...
+        def __rmul__(self, other: TensorLike) -> Tensor: ...
+        def __truediv__(self, other: TensorLike) -> Tensor: ...
+        def __rtruediv__(self, other: TensorLike) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __pow__(self, exponent: float) -> Tensor: ...
+        def __matmul__(self, other: TensorLike) -> Tensor: ...
+        def __rmatmul__(self, other: TensorLike) -> Tensor: ...
+        def __getitem__(self, index: Any) -> Tensor: ...
+        def reshape(self, /, *shape: int | Sequence[int]) -> Tensor: ...
+        def transpose(self, /, *axes: int | Sequence[int]) -> Tensor: ...
+        @property
+        def T(self) -> Tensor: ...
+        def sum(self, /, axis: int | Sequence[int] | None = None,
+                keepdims: bool = False) -> Tensor: ...
+        def mean(self, /, axis: int | Sequence[int] | None = None,
+                 keepdims: bool = False) -> Tensor: ...
+        def relu(self, /) -> Tensor: ...
+        def tanh(self, /) -> Tensor: ...
+        def sigmoid(self, /) -> Tensor: ...
+        def exp(self, /) -> Tensor: ...
+        def log(self, /) -> Tensor: ...
+        def to(self, /, fmt: Format | str) -> Tensor: ...
 
 
-def _booleans(data) -> bool:
+def _booleans(data: object) -> bool:
     """Whether ``data`` is booleans (masks), which a tensor takes as 0.0 and 1.0."""
     if isinstance(data, (bool, np.bool_)):
         return True
@@ -412,7 +450,7 @@ def _booleans(data) -> bool:
     return False
 
 
-def as_tensor(x) -> Tensor:
+def as_tensor(x: TensorLike) -> Tensor:
     """``x`` as a Tensor: itself if it is one, else a constant of its dtype's format.
 
     Parameters
@@ -449,7 +487,8 @@ def as_tensor(x) -> Tensor:
     return Tensor(x)
 
 
-def tensor(data, requires_grad: bool = False, *, format=None) -> Tensor:
+def tensor(data: TensorLike, requires_grad: bool = False, *,
+           format: Format | str | None = None) -> Tensor:
     """A leaf Tensor (float data keeps its dtype's format; integers become float64).
 
     Parameters
