@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,6 +13,14 @@ from fpsim.nn import init
 from fpsim.nn.module import Module, Parameter
 from fpsim.precision import numerics
 from fpsim.precision.policy import current
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
+
+    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import Tensor
 
 
 def _bound(fan_in: int) -> float:
@@ -51,7 +60,7 @@ class Linear(Module):
     ((4, 2), 'fp16', 'fp32')
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         in_features = integer(in_features, "in_features", 0)
         out_features = integer(out_features, "out_features", 0)
         bound = _bound(in_features)
@@ -59,7 +68,7 @@ class Linear(Module):
         self.bias = Parameter(init.uniform((out_features,), bound)) if boolean(
             bias, "bias") else None
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.linear(x, weight, bias)``.
 
         Parameters
@@ -110,8 +119,9 @@ class Conv2d(Module):
     (2, 8, 8, 8)
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 bias: bool = True):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
+                 bias: bool = True) -> None:
         in_channels = integer(in_channels, "in_channels", 0)
         out_channels = integer(out_channels, "out_channels", 0)
         kh, kw = integer_pair(kernel_size, "kernel_size", 1)
@@ -122,7 +132,7 @@ class Conv2d(Module):
         self.stride = integer_pair(stride, "stride", 1)
         self.padding = integer_pair(padding, "padding", 0)
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.conv2d(x, weight, bias, stride, padding)``.
 
         Parameters
@@ -160,12 +170,12 @@ class Embedding(Module):
     (1, 2, 3)
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int):
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         num_embeddings = integer(num_embeddings, "num_embeddings", 0)
         embedding_dim = integer(embedding_dim, "embedding_dim", 0)
         self.weight = Parameter(init.normal((num_embeddings, embedding_dim)))
 
-    def forward(self, ids):
+    def forward(self, ids: npt.ArrayLike) -> Tensor:
         """``fpsim.nn.functional.embedding(ids, weight)``.
 
         Parameters
@@ -184,7 +194,7 @@ class Embedding(Module):
 class _BatchNorm(Module):
     _buffer_names = ("running_mean", "running_var")
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
         num_features = integer(num_features, "num_features", 0)
         eps = real(eps, "eps", 0.0)
         momentum = real(momentum, "momentum", 0.0, 1.0)
@@ -195,7 +205,7 @@ class _BatchNorm(Module):
         self.running_var = numerics.round(np.ones(num_features), policy.reduce, policy)
         self.eps, self.momentum = eps, momentum
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.batch_norm`` with the layer's statistics and parameters."""
         return normalization.batch_norm(x, self.running_mean, self.running_var, self.weight,
                                         self.bias, self.training, self.momentum, self.eps)
@@ -291,7 +301,7 @@ class LayerNorm(Module):
            requires_grad=True)
     """
 
-    def __init__(self, normalized_shape, eps: float = 1e-5):
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5) -> None:
         dims = (normalized_shape if isinstance(normalized_shape, (tuple, list))
                 else (normalized_shape,))
         self.normalized_shape = tuple(integer(d, "normalized_shape", 0) for d in dims)
@@ -300,7 +310,7 @@ class LayerNorm(Module):
         self.bias = Parameter(np.zeros(self.normalized_shape))
         self.eps = eps
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.layer_norm`` with the layer's parameters."""
         return normalization.layer_norm(x, self.normalized_shape, self.weight, self.bias,
                                         self.eps)
@@ -328,10 +338,10 @@ class Dropout(Module):
     Tensor(array([1., 2.]), format=fp64)
     """
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5) -> None:
         self.p = real(p, "dropout probability p", 0.0, 1.0, high_open=True)
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> TensorLike:
         """``fpsim.nn.functional.dropout(x, p, training)``."""
         return pointwise.dropout(x, self.p, self.training)
 
@@ -347,7 +357,7 @@ class ReLU(Module):
     Tensor(array([0., 1.]), format=fp32)
     """
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.relu(x)``."""
         return pointwise.relu(x)
 
@@ -363,7 +373,7 @@ class Tanh(Module):
     Tensor(array([0.46211717]), format=fp32)
     """
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.tanh(x)``."""
         return pointwise.tanh(x)
 
@@ -379,7 +389,7 @@ class Sigmoid(Module):
     Tensor(array([0.5]), format=fp32)
     """
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.sigmoid(x)``."""
         return pointwise.sigmoid(x)
 
@@ -395,7 +405,7 @@ class Flatten(Module):
     (2, 12)
     """
 
-    def forward(self, x):
+    def forward(self, x: Tensor | np.ndarray) -> Tensor:
         """``x`` reshaped to (N, -1) (exact: its format is kept)."""
         return shape.reshape(x, (x.shape[0], -1))
 
@@ -422,10 +432,10 @@ class Sequential(Module):
     (1, 2)
     """
 
-    def __init__(self, *layers: Module):
+    def __init__(self, *layers: Module) -> None:
         self.layers = list(layers)
 
-    def forward(self, x):
+    def forward(self, x: Any) -> Any:
         """Each layer applied to the output of the one before."""
         for layer in self.layers:
             x = layer(x)
@@ -446,6 +456,6 @@ class CrossEntropyLoss(Module):
     Tensor(array(0.69314718), format=fp32)
     """
 
-    def forward(self, logits, target):
+    def forward(self, logits: TensorLike, target: npt.ArrayLike) -> Tensor:
         """``fpsim.nn.functional.cross_entropy(logits, target)``."""
         return losses.cross_entropy(logits, target)

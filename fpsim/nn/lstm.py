@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,6 +12,10 @@ from fpsim.autograd import dot, pointwise, shape
 from fpsim.autograd.tensor import as_tensor
 from fpsim.nn import init
 from fpsim.nn.module import Module, Parameter
+
+if TYPE_CHECKING:
+    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import Tensor
 
 
 class LSTM(Module):
@@ -43,7 +48,7 @@ class LSTM(Module):
     ((4, 2, 7), (2, 2, 7), (2, 2, 7))
     """
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1):
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1) -> None:
         input_size = integer(input_size, "input_size", 1)
         hidden_size = integer(hidden_size, "hidden_size", 1)
         num_layers = integer(num_layers, "num_layers", 1)
@@ -56,7 +61,8 @@ class LSTM(Module):
                                  ("bias_ih", (4 * hidden_size,)), ("bias_hh", (4 * hidden_size,))):
                 setattr(self, f"{name}_l{layer}", Parameter(init.uniform(shape_, bound)))
 
-    def forward(self, x, state=None):
+    def forward(self, x: TensorLike, state: tuple[TensorLike, TensorLike] | None = None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """Run the sequence ``x`` through every layer.
 
         Parameters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -10,6 +11,9 @@ from fpsim._inputs import as_float_array
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 from fpsim.precision.policy import Policy, as_policy, current
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 class Parameter(Tensor):
@@ -37,7 +41,7 @@ class Parameter(Tensor):
     Tensor(array([0.09997559]), format=fp16, requires_grad=True)
     """
 
-    def __init__(self, data, policy: Policy | None = None):
+    def __init__(self, data: npt.ArrayLike, policy: Policy | None = None) -> None:
         policy = policy or current()
         data = np.asarray(as_float_array(data, "data"), dtype=np.float64)
         self._set(numerics.round(data, policy.params, policy), policy.params)
@@ -68,7 +72,7 @@ class Module:
 
     training = True
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The layer's computation (``module(x)`` calls it); subclasses define it.
 
         Raises
@@ -78,7 +82,7 @@ class Module:
         """
         raise NotImplementedError
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:

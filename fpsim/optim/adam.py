@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from fpsim._checks import real
 from fpsim.optim.optimizer import Optimizer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from fpsim.nn.module import Parameter
+    from fpsim.precision.policy import Policy
 
 
 class Adam(Optimizer):
@@ -45,8 +53,9 @@ class Adam(Optimizer):
     Tensor(array([0.89999998]), format=fp32, requires_grad=True)
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, **options):
+    def __init__(self, params: Iterable[Parameter], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, **options: Any) -> None:
         lr = real(lr, "lr", 0.0, low_open=True)
         if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise ValueError(f"betas must be a pair of numbers in [0, 1), got {betas!r}")
@@ -57,7 +66,8 @@ class Adam(Optimizer):
         super().__init__(params, **options)
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
 
-    def update(self, p, grad, state, policy) -> np.ndarray:
+    def update(self, p: Parameter, grad: np.ndarray, state: dict[str, Any],
+               policy: Policy) -> np.ndarray:
         """``lr * m_hat / (sqrt(v_hat) + eps)`` (see ``Optimizer.update``)."""
         b1, b2 = self.betas
         if self.weight_decay:
@@ -68,4 +78,5 @@ class Adam(Optimizer):
         state["exp_avg"], state["exp_avg_sq"] = m, v
         m_hat = np.asarray(m, np.float64) / (1 - b1**t)
         v_hat = np.asarray(v, np.float64) / (1 - b2**t)
-        return self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+        step: np.ndarray = self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+        return step

@@ -8,6 +8,7 @@ old weight (fpsim's ABSORBED flag: the smaller operand had no effect).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,8 @@ class Optimizer:
                 delta = self.update(p, np.asarray(p.grad, dtype=np.float64), state, policy)
             self._apply(p, delta, policy)
 
-    def update(self, p: Parameter, grad: np.ndarray, state: dict, policy: Policy) -> np.ndarray:
+    def update(self, p: Parameter, grad: np.ndarray, state: dict[str, Any],
+               policy: Policy) -> np.ndarray:
         """The amount to subtract from ``p`` (before rounding); subclasses define it.
 
         Parameters

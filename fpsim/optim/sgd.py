@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from fpsim._checks import boolean, real
 from fpsim.optim.optimizer import Optimizer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from fpsim.nn.module import Parameter
+    from fpsim.precision.policy import Policy
 
 
 class SGD(Optimizer):
@@ -48,8 +56,9 @@ class SGD(Optimizer):
     Tensor(array([0.995]), format=fp32, requires_grad=True)
     """
 
-    def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, **options):
+    def __init__(self, params: Iterable[Parameter], lr: float, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 **options: Any) -> None:
         lr = real(lr, "lr", 0.0, low_open=True)
         momentum = real(momentum, "momentum", 0.0)
         dampening = real(dampening, "dampening", 0.0, 1.0)
@@ -61,7 +70,8 @@ class SGD(Optimizer):
         self.lr, self.momentum, self.dampening = lr, momentum, dampening
         self.weight_decay, self.nesterov = weight_decay, nesterov
 
-    def update(self, p, grad, state, policy) -> np.ndarray:
+    def update(self, p: Parameter, grad: np.ndarray, state: dict[str, Any],
+               policy: Policy) -> np.ndarray:
         """``lr * grad``, after weight decay and momentum (see ``Optimizer.update``)."""
         if self.weight_decay:
             grad = grad + self.weight_decay * p.data

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +21,11 @@ from fpsim.flags import ABSORBED
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format
 from fpsim.kernels.spec import make_spec
 from fpsim.precision.policy import Policy
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
 
 
 def is_exact(fmt: Format) -> bool:
@@ -59,7 +65,8 @@ def covers(wide: Format, narrow: Format) -> bool:
     )
 
 
-def round(x, fmt: Format, policy: Policy, source: Format | None = None) -> np.ndarray:
+def round(x: npt.ArrayLike, fmt: Format, policy: Policy,
+          source: Format | None = None) -> np.ndarray:
     """``x`` rounded to ``fmt`` with the policy's rounding mode and subnormals.
 
     ``source``: a format ``x``'s values are known to lie in (nothing to round
@@ -78,7 +85,8 @@ def round(x, fmt: Format, policy: Policy, source: Format | None = None) -> np.nd
     return out
 
 
-def subtract(a: np.ndarray, b: np.ndarray, fmt: Format, policy: Policy):
+def subtract(a: np.ndarray, b: np.ndarray, fmt: Format,
+             policy: Policy) -> tuple[np.ndarray, np.ndarray]:
     """``(a - b rounded to fmt, absorbed)``: absorbed marks a nonzero ``b`` with no effect.
 
     Emulated formats use ``fpsim.sub`` and its ABSORBED flag.
@@ -98,11 +106,13 @@ def matmul(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
     """``a @ b`` as a dot-product operation: accumulated in ``accum``, stored in ``compute``."""
     if policy.native:
         work = policy.accum.dtype
-        return np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
+        product: np.ndarray = np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
+        return product
     if is_exact(policy.accum):
         return round(np.matmul(a, b), policy.compute, policy)
-    options = dict(accum=policy.accum, rounding=policy.accum_rounding, order=policy.order,
-                   subnormals=policy.subnormals, seed=_seed(policy, policy.accum_rounding))
+    options: dict[str, Any] = dict(
+        accum=policy.accum, rounding=policy.accum_rounding, order=policy.order,
+        subnormals=policy.subnormals, seed=_seed(policy, policy.accum_rounding))
     if policy.compute.dtype.itemsize <= 4:
         # Compute-format values are float32 values: their products are exact, as
         # fpsim.matmul requires; skip its check.
@@ -113,7 +123,7 @@ def matmul(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
     return round(result, policy.compute, policy)
 
 
-def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, an int or a tuple of ints) as sorted non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
@@ -128,16 +138,18 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def sum(x: np.ndarray, axis, policy: Policy, keepdims: bool = False,
+def sum(x: np.ndarray, axis: int | Sequence[int] | None, policy: Policy, keepdims: bool = False,
         source: Format | None = None) -> np.ndarray:
     """The sum of ``x`` over ``axis`` (int, tuple or None), accumulated in ``reduce``
     (``x`` first rounded there unless ``source``, its values' format, fits)."""
     fmt = policy.reduce
     if policy.native:
-        return np.sum(x.astype(fmt.dtype, copy=False), axis=axis, keepdims=keepdims)
+        native: np.ndarray = np.sum(x.astype(fmt.dtype, copy=False), axis=axis, keepdims=keepdims)
+        return native
     x = round(x, fmt, policy, source)
     if is_exact(fmt):
-        return np.sum(x, axis=axis, keepdims=keepdims)
+        exact: np.ndarray = np.sum(x, axis=axis, keepdims=keepdims)
+        return exact
     axes = normalize_axes(axis, x.ndim)
     rest = tuple(i for i in range(x.ndim) if i not in axes)
     moved = np.transpose(x, rest + axes)

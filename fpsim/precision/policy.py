@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
 from fpsim._checks import boolean, integer
 from fpsim.formats import PRESETS as PRESETS_BY_NAME
 from fpsim.formats import Format, as_format
 from fpsim.modes import mode_code
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 ORDERS = ("sequential", "pairwise", "any")
 FORMAT_FIELDS = ("params", "compute", "accum", "reduce", "output")
@@ -31,7 +35,8 @@ OPERATIONS = (
 # A policy's seed is combined with a count of its stochastic calls into a 64-bit seed.
 SEED_LIMIT = 1 << 32
 
-_stack: contextvars.ContextVar[tuple] = contextvars.ContextVar("fpsim_policy", default=())
+_stack: contextvars.ContextVar[tuple[Policy, ...]] = contextvars.ContextVar("fpsim_policy",
+                                                                         default=())
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,15 @@ class Policy:
     # stream is derived from the seed and this name, apart from the parent's.
     category: str = field(default="", compare=False, repr=False)
 
+    if TYPE_CHECKING:  # what __init__ takes (the fields hold formats, from formats or names)
+        def __init__(self, params: Format | str = ..., compute: Format | str = ...,
+                     accum: Format | str = ..., reduce: Format | str = ...,
+                     output: Format | str = ..., rounding: str = ...,
+                     accum_rounding: str = ..., order: str = ..., subnormals: bool = ...,
+                     native: bool = ..., seed: int | None = ...,
+                     overrides: Sequence[tuple[str, Policy]] | Mapping[str, Policy] = ...,
+                     category: str = ...) -> None: ...
+
     def __post_init__(self) -> None:
         for name in FORMAT_FIELDS:
             value = getattr(self, name)
@@ -136,7 +150,7 @@ class Policy:
             overrides = tuple(overrides.items())
         if not isinstance(overrides, (tuple, list)):
             raise ValueError(f"overrides map operation names to policies, got {overrides!r}")
-        kept = []
+        kept: list[tuple[str, Policy]] = []
         for item in overrides:
             if not (isinstance(item, (tuple, list)) and len(item) == 2):
                 raise ValueError(f"an override is (operation name, Policy), got {item!r}")
@@ -192,7 +206,7 @@ class Policy:
                 return sub
         return self
 
-    def replace(self, **changes) -> Policy:
+    def replace(self, **changes: Any) -> Policy:
         """A copy with ``changes`` (format names accepted).
 
         Parameters
@@ -227,17 +241,17 @@ class Policy:
         _stack.set(_stack.get() + (self,))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         _stack.set(_stack.get()[:-1])
 
 
-def _settings(policy: Policy) -> dict:
+def _settings(policy: Policy) -> dict[str, Any]:
     """Every field but the overrides (and the category, which is not a setting)."""
     return {f.name: getattr(policy, f.name) for f in fields(policy)
             if f.name not in ("overrides", "category")}
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     """A field's value as ``parse`` reads it."""
     if isinstance(value, Format):
         return value.name if PRESETS_BY_NAME.get(value.name) == value else value.canonical_name
@@ -248,7 +262,7 @@ def _text(value) -> str:
 
 _DEFAULT = Policy()
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, dict[str, Any]] = {
     "fp32": {},
     "fp64": dict(params="fp64", compute="fp64", accum="fp64", reduce="fp64", output="fp64"),
     "mixed": dict(compute="fp16"),
@@ -292,8 +306,8 @@ def parse(text: str) -> Policy:
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"a policy string needs a preset or key=value pairs, got {text!r}")
-    base: dict = {}
-    ops: dict[str, dict] = {}
+    base: dict[str, Any] = {}
+    ops: dict[str, dict[str, Any]] = {}
     for token in (t.strip() for t in text.split(",")):
         if "=" not in token:
             if token not in PRESETS:
@@ -313,7 +327,7 @@ def parse(text: str) -> Policy:
     return policy.replace(overrides=overrides) if overrides else policy
 
 
-def _value(key: str, value: str):
+def _value(key: str, value: str) -> str | bool | int | None:
     known = [f.name for f in fields(Policy) if f.name not in ("overrides", "category")]
     if key not in known:
         raise ValueError(f"unknown policy key {key!r}; known keys: {', '.join(known)}")

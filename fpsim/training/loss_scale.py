@@ -181,7 +181,8 @@ class DynamicLossScale:
             self.tolerance = self.hysteresis
 
 
-def as_loss_scale(spec) -> NoLossScale | StaticLossScale | DynamicLossScale:
+def as_loss_scale(spec: NoLossScale | StaticLossScale | DynamicLossScale | float | str | None
+                  ) -> NoLossScale | StaticLossScale | DynamicLossScale:
     """``None``/"none", a number (static), "dynamic", or a loss-scale object.
 
     Parameters

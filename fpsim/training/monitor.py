@@ -135,7 +135,7 @@ class FlushCounter:
         grad_observers.append(self)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         grad_observers.remove(self)
 
 
@@ -180,7 +180,8 @@ def gradients(loss: Tensor, fmt: Format) -> tuple[list[np.ndarray], list[np.ndar
     return activations, weights
 
 
-def exponent_histogram(values: Iterable[np.ndarray], lo: int = -64, hi: int = 16):
+def exponent_histogram(values: Iterable[np.ndarray], lo: int = -64,
+                       hi: int = 16) -> tuple[np.ndarray, np.ndarray, int]:
     """``(exponents, counts, zeros)``: counts of floor(log2|v|) for lo <= e < hi
     (values outside are counted at the ends) and the number of zeros.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from fpsim.optim.optimizer import Optimizer
 from fpsim.precision import numerics
 from fpsim.precision.policy import Policy, as_policy
 from fpsim.training.loss_scale import NoLossScale, as_loss_scale
+
+if TYPE_CHECKING:
+    from fpsim.training.loss_scale import DynamicLossScale, StaticLossScale
 from fpsim.training.monitor import FlushCounter, GradientCounts, gradients
 
 
@@ -111,7 +115,8 @@ class Trainer:
     """
 
     def __init__(self, model: Module, optimizer: Optimizer, policy: Policy | str = "mixed",
-                 loss_scale=None, clip_norm: float | None = None, monitor: bool = True):
+                 loss_scale: NoLossScale | StaticLossScale | DynamicLossScale | float | str | None
+                 = None, clip_norm: float | None = None, monitor: bool = True):
         self.policy = as_policy(policy)
         self.model = model.to(self.policy)
         self.optimizer = optimizer
@@ -181,7 +186,7 @@ class Trainer:
             weight_grads=GradientCounts.of(weights, p.compute),
         )
 
-    def _clip(self, params: list, p: Policy) -> float:
+    def _clip(self, params: list[Any], p: Policy) -> float:  # Parameters with a .grad
         """The global gradient norm (in binary64); rescale to ``clip_norm`` if above."""
         norm = float(np.sqrt(sum(float(np.sum(np.square(t.grad, dtype=np.float64)))
                                  for t in params)))
