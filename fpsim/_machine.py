@@ -37,8 +37,8 @@ def compiled_for() -> str:
 
     from fpsim.backends import numba_half
 
-    name = numba.config.CPU_NAME or "host"
-    features = numba.config.CPU_FEATURES
+    name = numba.config.CPU_NAME or "host"  # type: ignore[attr-defined]  # set at run time
+    features = numba.config.CPU_FEATURES  # type: ignore[attr-defined]
     target = name if features is None else f"{name} {features or '(no features)'}"
     return f"Numba target: {target}; binary16 arithmetic: {numba_half.compiled_for() or 'none'}"
 

@@ -7,6 +7,8 @@ Strategies (they import Hypothesis, on first use): ``values``, ``bits``,
 neither; see docs/testing.md.
 """
 
+from typing import Any
+
 from fpsim.testing.assertions import (
     assert_bits_equal,
     assert_correctly_rounded,
@@ -19,7 +21,7 @@ __all__ = ["assert_bits_equal", "assert_correctly_rounded", "assert_ulp_close",
            *_STRATEGIES]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _STRATEGIES:
         try:
             from fpsim.testing import strategies

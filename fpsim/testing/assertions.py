@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,10 +14,15 @@ from fpsim.formats import Format, as_format
 from fpsim.modes import mode_code
 from fpsim.rounding import round as round_to
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy.typing as npt
+
 SHOWN = 5  # differing elements a message lists
 
 
-def _values(x, fmt: Format, name: str) -> np.ndarray:
+def _values(x: npt.ArrayLike, fmt: Format, name: str) -> np.ndarray:
     """``x`` as float64 values of ``fmt``; AssertionError naming the first that is not."""
     arr = np.asarray(as_float_array(x, name), dtype=np.float64)
     representable = np.asarray(round_to(arr, fmt)) == arr
@@ -27,7 +33,7 @@ def _values(x, fmt: Format, name: str) -> np.ndarray:
     return arr
 
 
-def _index(flat: int, shape: tuple) -> tuple:
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(v) for v in np.unravel_index(flat, shape)) if shape else ()
 
 
@@ -36,7 +42,8 @@ def _hex(v: float, fmt: Format) -> str:
     return f"0x{int(to_bits(v, fmt)):0{digits}x}"
 
 
-def _report(title: str, where: np.ndarray, actual, desired, fmt: Format, extra=None) -> str:
+def _report(title: str, where: np.ndarray, actual: np.ndarray, desired: np.ndarray, fmt: Format,
+            extra: Callable[[tuple[int, ...]], str] | None = None) -> str:
     lines = [title]
     for flat in np.flatnonzero(where.reshape(-1))[:SHOWN]:
         i = _index(flat, actual.shape)
@@ -47,7 +54,8 @@ def _report(title: str, where: np.ndarray, actual, desired, fmt: Format, extra=N
     return "\n".join(lines)
 
 
-def assert_bits_equal(actual, desired, fmt: Format | str, err_msg: str = "") -> None:
+def assert_bits_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, fmt: Format | str,
+                      err_msg: str = "") -> None:
     """Raise ``AssertionError`` unless ``actual`` and ``desired`` hold the same values of
     ``fmt``, encoding for encoding: -0 and +0 differ; any NaN matches any NaN.
 
@@ -90,7 +98,8 @@ def assert_bits_equal(actual, desired, fmt: Format | str, err_msg: str = "") -> 
             differ, a, d, fmt))
 
 
-def assert_ulp_close(actual, desired, fmt: Format | str, max_ulp: int,
+def assert_ulp_close(actual: npt.ArrayLike, desired: npt.ArrayLike, fmt: Format | str,
+                     max_ulp: int,
                      err_msg: str = "") -> None:
     """Raise ``AssertionError`` unless each element of ``actual`` is at most ``max_ulp``
     values of ``fmt`` away from ``desired``'s (a NaN against a number never is).
@@ -154,7 +163,7 @@ def _odd_binary64(q: Fraction) -> float:
     return float(np.nextafter(toward_zero, np.copysign(np.inf, float(q))))
 
 
-def _exact(exact) -> np.ndarray:
+def _exact(exact: npt.ArrayLike | Sequence[Fraction]) -> np.ndarray:
     """``exact`` (floats, Fractions, arrays of them) as binary64 values that round as it
     does: floats as they are, Fractions rounded to odd."""
     if isinstance(exact, np.ndarray) and exact.dtype.kind in "fiu":
@@ -172,7 +181,8 @@ def _exact(exact) -> np.ndarray:
     return out
 
 
-def assert_correctly_rounded(result, exact, fmt: Format | str,
+def assert_correctly_rounded(result: npt.ArrayLike, exact: npt.ArrayLike | Sequence[Fraction],
+                             fmt: Format | str,
                              rounding: str = "nearest_even", *, subnormals: bool = True,
                              saturate: bool = False, err_msg: str = "") -> None:
     """Raise ``AssertionError`` unless ``result`` is ``exact`` rounded to ``fmt`` in mode
@@ -228,11 +238,14 @@ def assert_correctly_rounded(result, exact, fmt: Format | str,
     r = _values(result, fmt, "result")
     if r.shape != x.shape:
         raise AssertionError(f"shapes differ: result {r.shape}, exact {x.shape}")
-    options = dict(subnormals=subnormals, saturate=saturate)
+    options: dict[str, Any] = dict(subnormals=subnormals, saturate=saturate)
     if rounding == "stochastic":
         down = np.asarray(round_to(x, fmt, "down", **options), dtype=np.float64)
         up = np.asarray(round_to(x, fmt, "up", **options), dtype=np.float64)
-        same = lambda u, v: to_bits(u, fmt) == to_bits(v, fmt)  # noqa: E731
+
+        def same(u: np.ndarray, v: np.ndarray) -> Any:
+            return to_bits(u, fmt) == to_bits(v, fmt)
+
         wrong = ~(same(r, down) | same(r, up))
         desired = np.where(same(r, down), down, up)
     else:

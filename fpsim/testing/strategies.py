@@ -3,6 +3,8 @@ boundaries, arrays of them, custom formats, rounding modes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -147,7 +149,9 @@ def near_ties(fmt: Format | str, rounding: str = "nearest_even") -> st.SearchStr
                      st.integers(0, largest), st.sampled_from([-1, 0, 1]), st.booleans())
 
 
-def arrays(fmt: Format | str, shape=None, **options) -> st.SearchStrategy[np.ndarray]:
+def arrays(fmt: Format | str,
+           shape: int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]] | None = None,
+           **options: Any) -> st.SearchStrategy[np.ndarray]:
     """NumPy float64 arrays of values of ``fmt`` (``values``' options), of ``shape`` (a
     shape or a strategy of shapes; by default up to 3 dimensions of up to 6 elements,
     zero-size ones included).
@@ -208,7 +212,7 @@ def formats(*, infinities: bool | None = None, max_bits: int = 64) -> st.SearchS
     styles = st.booleans() if infinities is None else st.just(boolean(infinities, "infinities"))
 
     @st.composite
-    def build(draw):
+    def build(draw: st.DrawFn) -> Format:
         ieee = draw(styles)
         e = draw(st.integers(2, 11 if ieee else 10))
         m = draw(st.integers(1, max(1, min(52, max_bits - 1 - e))))
