@@ -4,6 +4,7 @@ it) and its record (how close each candidate came, which came closest, the verdi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -99,14 +100,14 @@ class Record:
         """"identical", "differs: N of M, max K ulp", or "skipped: why"."""
         if self.skipped:
             return f"skipped: {self.skipped}"
-        c = self.results[self.best]
+        c = self.results[cast(str, self.best)]  # a record that ran has results
         if c.identical == 1.0:
             return "identical"
         differ = c.size - round(c.identical * c.size)
         worst = "a NaN against a number" if np.isinf(c.max_ulp) else f"{c.max_ulp:g} ulp"
         return f"differs: {differ} of {c.size}, max {worst}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The record as results.json holds it (``best``, ``verdict`` and each result).
 
         Returns

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fpsim._checks import output_folder
+from fpsim.compare.cases import Record
 from fpsim.compare.report import verdicts
 from fpsim.compare.run import DEFAULT_SEED, DEFAULT_SIZE, SUITES, run
 
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"--out: {exc}")
 
-    def progress(record):
+    def progress(record: Record) -> None:
         print(f"  {record.name}: {record.verdict}", flush=True)
 
     print(f"fpsim compare --suite {args.suite}, size {args.size}, seed {args.seed}")

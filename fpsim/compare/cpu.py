@@ -19,7 +19,7 @@ NUMPY_HALF = ("NumPy float16 {op}: the operands widened to binary32, the binary3
               "rounded to binary16")
 
 
-def elementwise_cases(rng, size: int) -> Iterator[Case]:
+def elementwise_cases(rng: np.random.Generator, size: int) -> Iterator[Case]:
     ops = (("add", 2, np.add), ("sub", 2, np.subtract), ("mul", 2, np.multiply),
            ("div", 2, np.divide), ("sqrt", 1, np.sqrt))
     for name, arity, ufunc in ops:
@@ -32,7 +32,7 @@ def elementwise_cases(rng, size: int) -> Iterator[Case]:
                    {"fp16 nearest_even": emulated})
 
 
-def cast_cases(rng, size: int) -> Iterator[Case]:
+def cast_cases(rng: np.random.Generator, size: int) -> Iterator[Case]:
     for source in (np.float32, np.float64):
         x = around(rng, "fp16", size, source)
         with np.errstate(all="ignore"):
@@ -55,8 +55,8 @@ def cast_cases(rng, size: int) -> Iterator[Case]:
         top = fpsim.format(fmt).max
         for saturate in (False, True):
             with np.errstate(all="ignore"):
-                source = np.clip(x, -top, top) if saturate else x
-                hardware = source.astype(dtype)
+                given = np.clip(x, -top, top) if saturate else x
+                hardware = given.astype(dtype)
             how = "after np.clip to +-max (a saturating cast)" if saturate else ""
             yield Case(
                 f"ml_dtypes cast float32->{fmt}{' saturating' if saturate else ''}",
@@ -65,7 +65,7 @@ def cast_cases(rng, size: int) -> Iterator[Case]:
                 hardware, {"nearest_even": fpsim.round(x, fmt, saturate=saturate)})
 
 
-def half_hardware_cases(rng, size: int) -> Iterator[Case | Record]:
+def half_hardware_cases(rng: np.random.Generator, size: int) -> Iterator[Case | Record]:
     """The CPU's own binary16 accumulation (AVX512-FP16 FMA, or binary32 + F16C)."""
     from fpsim.backends import numba_half
 
@@ -103,7 +103,7 @@ def numpy_pairwise(x: np.ndarray, accum: str) -> np.ndarray:
     halves (the first a multiple of 8 terms) summed apart and added. Every addition in
     ``accum``."""
 
-    def add(p, q):
+    def add(p: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.asarray(fpsim.add(p, q, accum), dtype=np.float64)
 
     def pairwise(cols: np.ndarray) -> np.ndarray:
@@ -130,7 +130,7 @@ def numpy_pairwise(x: np.ndarray, accum: str) -> np.ndarray:
     return pairwise(np.asarray(x, dtype=np.float64))
 
 
-def reduction_cases(rng, size: int) -> Iterator[Case]:
+def reduction_cases(rng: np.random.Generator, size: int) -> Iterator[Case]:
     n = 1000
     x = halves(rng, (max(1, size // n), n))
     with np.errstate(all="ignore"):
@@ -170,7 +170,7 @@ def reduction_cases(rng, size: int) -> Iterator[Case]:
                "fpsim.matmul(a, b, ...)", "fp16", hardware, candidates)
 
 
-def blas_cases(rng, size: int) -> Iterator[Case]:
+def blas_cases(rng: np.random.Generator, size: int) -> Iterator[Case]:
     m = n = max(8, int(np.sqrt(size / 16)))
     k_len = 1024
     a = rng.standard_normal((m, k_len)).astype(np.float32)
@@ -189,8 +189,9 @@ def blas_cases(rng, size: int) -> Iterator[Case]:
                hardware, candidates)
 
 
-SUITE: tuple[Callable, ...] = (elementwise_cases, cast_cases, half_hardware_cases,
-                               reduction_cases, blas_cases)
+Family = Callable[[np.random.Generator, int], Iterator[Case | Record]]
+SUITE: tuple[Family, ...] = (elementwise_cases, cast_cases, half_hardware_cases,
+                          reduction_cases, blas_cases)
 
 
 def cases(size: int, seed: int) -> Iterator[Case | Record]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -81,22 +82,23 @@ class CupyDevice:
         self.preset = preset_for(self.name, self.capability)
         self._module = cupy.RawModule(code=KERNELS, options=("--std=c++17",))
 
-    def to_host(self, x) -> np.ndarray:
-        return self.xp.asnumpy(x).astype(np.float64)
+    def to_host(self, x: Any) -> np.ndarray:
+        host: np.ndarray = self.xp.asnumpy(x).astype(np.float64)
+        return host
 
-    def _launch(self, kernel: str, n: int, *args) -> None:
+    def _launch(self, kernel: str, n: int, *args: Any) -> None:
         threads = 256
         blocks = max(1, min(-(-n // threads), 4096))
         self._module.get_function(kernel)((blocks,), (threads,), (*args, np.int64(n)))
 
-    def fma16(self, a, b, c) -> np.ndarray:
+    def fma16(self, a: Any, b: Any, c: Any) -> np.ndarray:
         xp = self.xp
         a, b, c = (xp.asarray(v, dtype=xp.float16) for v in (a, b, c))
         out = xp.empty_like(a)
         self._launch("fma16", a.size, a, b, c, out)
         return self.to_host(out)
 
-    def cast(self, x, fmt: str, saturate: bool) -> np.ndarray:
+    def cast(self, x: Any, fmt: str, saturate: bool) -> np.ndarray:
         """float32 ``x`` converted by CUDA to bf16 (``__float2bfloat16_rn``) or fp8
         (``__nv_cvt_float_to_fp8``); the values, in float64."""
         xp = self.xp
@@ -147,7 +149,7 @@ class CupyDevice:
         return self.to_host(c)
 
 
-def device_or_reason():
+def device_or_reason() -> tuple[CupyDevice | None, str]:
     """A ``CupyDevice``, or why there is none."""
     try:
         import cupy
@@ -161,12 +163,12 @@ def device_or_reason():
         return None, f"no usable GPU ({type(exc).__name__}: {exc})"
 
 
-def wide_halves(rng, shape) -> np.ndarray:
+def wide_halves(rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
     """``inputs.halves`` as float64: the emulations' results keep binary64's dtype."""
     return halves(rng, shape).astype(np.float64)
 
 
-def elementwise(dev, rng, size: int) -> Iterator[Case]:
+def elementwise(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case]:
     xp = dev.xp
     ops = (("add", 2, lambda a, b: a + b), ("mul", 2, lambda a, b: a * b),
            ("div", 2, lambda a, b: a / b), ("sqrt", 1, xp.sqrt))
@@ -182,7 +184,7 @@ def elementwise(dev, rng, size: int) -> Iterator[Case]:
                "fp16", dev.fma16(a, b, c), {"fp16 nearest_even": fpsim.fma(a, b, c, "fp16")})
 
 
-def conversions(dev, rng, size: int) -> Iterator[Case]:
+def conversions(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case]:
     xp = dev.xp
     x = around(rng, "fp16", size, np.float32)
     with np.errstate(all="ignore"):
@@ -203,7 +205,7 @@ def conversions(dev, rng, size: int) -> Iterator[Case]:
                        {"nearest_even": fpsim.round(x, fmt, saturate=saturate)})
 
 
-def reductions(dev, rng, size: int) -> Iterator[Case]:
+def reductions(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case]:
     xp = dev.xp
     n = 1000
     x = wide_halves(rng, (max(1, size // n), n))
@@ -226,7 +228,8 @@ def reductions(dev, rng, size: int) -> Iterator[Case]:
                })
 
 
-def gemm_inputs(rng, shape_a, shape_b, inputs: str) -> tuple[np.ndarray, np.ndarray]:
+def gemm_inputs(rng: np.random.Generator, shape_a: tuple[int, ...], shape_b: tuple[int, ...],
+                inputs: str) -> tuple[np.ndarray, ...]:
     """Values of ``inputs`` (full binary32 values for fp32, which TF32 mode rounds)."""
     if inputs == "fp32":
         return tuple(rng.standard_normal(s).astype(np.float32).astype(np.float64)
@@ -235,7 +238,8 @@ def gemm_inputs(rng, shape_a, shape_b, inputs: str) -> tuple[np.ndarray, np.ndar
                  for s in (shape_a, shape_b))
 
 
-def product_candidates(a, b, inputs: str, compute: str, model) -> tuple[str, dict]:
+def product_candidates(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
+                       model: fpsim.hw.BlockFMA) -> tuple[str, dict[str, np.ndarray]]:
     """fpsim's candidate emulations of a GEMM, and the output format."""
     if compute == "fp16":
         block = dataclasses.replace(model.with_input("fp16"), output="fp16",
@@ -247,8 +251,9 @@ def product_candidates(a, b, inputs: str, compute: str, model) -> tuple[str, dic
         }
     if compute == "tf32":
         candidates = {}
-        if TF32_BLOCK.get(model.name):
-            block = dataclasses.replace(model.with_input("tf32"), block=TF32_BLOCK[model.name])
+        tf32_block = TF32_BLOCK.get(model.name)
+        if tf32_block:
+            block = dataclasses.replace(model.with_input("tf32"), block=tf32_block)
             for rounding in ("nearest_even", "nearest_away", "toward_zero"):
                 ta, tb = (fpsim.round(v, "tf32", rounding) for v in (a, b))
                 candidates[f"inputs to tf32 {rounding}, {block.name} block FMA"] = \
@@ -264,7 +269,7 @@ def product_candidates(a, b, inputs: str, compute: str, model) -> tuple[str, dic
     }
 
 
-def products(dev, rng, size: int) -> Iterator[Case]:
+def products(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case | Record]:
     side = max(16, min(256, int(np.sqrt(size / 16))))
     shapes = ((side, side, side, "one K pass"), (16, max(4096, 16 * side), 16,
                                                   "long K, few outputs: cuBLAS may split K"))
@@ -297,7 +302,7 @@ def products(dev, rng, size: int) -> Iterator[Case]:
 SUITE = (elementwise, conversions, reductions, products)
 
 
-def cases(size: int, seed: int, device=None) -> Iterator[Case | Record]:
+def cases(size: int, seed: int, device: Any = None) -> Iterator[Case | Record]:
     """Every case of the GPU suite on ``device`` (the GPU through CuPy by default)."""
     if device is None:
         device, why = device_or_reason()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from fpsim.bits import from_bits, to_bits
@@ -32,7 +34,8 @@ def near(rng: np.random.Generator, fmt: Format | str, x: np.ndarray) -> np.ndarr
     return np.asarray(from_bits((mag | sign).astype(np.uint64), fmt), dtype=np.float64)
 
 
-def halves(rng: np.random.Generator, shape, low: int = -8, high: int = 4) -> np.ndarray:
+def halves(rng: np.random.Generator, shape: int | tuple[int, ...], low: int = -8,
+           high: int = 4) -> np.ndarray:
     """Finite binary16 values (float16) of moderate size: sums of many stay finite."""
     x = rng.standard_normal(shape) * np.exp2(rng.integers(low, high, shape))
     return np.asarray(round_to(x, "fp16"), dtype=np.float16)
@@ -50,7 +53,8 @@ def binary16_operands(rng: np.random.Generator, n: int, arity: int) -> list[np.n
     return [x.astype(np.float16) for x in out]
 
 
-def around(rng: np.random.Generator, fmt: Format | str, n: int, source=np.float32):
+def around(rng: np.random.Generator, fmt: Format | str, n: int,
+           source: type[np.floating[Any]] = np.float32) -> np.ndarray:
     """``source`` values (float32 or float64) at, between and beside values of ``fmt`` over
     its whole range and beyond: exact ties, one ``source`` ulp either side of a tie, far
     from one, subnormals of ``fmt``, overflow, infinities and NaN."""
@@ -75,4 +79,5 @@ def around(rng: np.random.Generator, fmt: Format | str, n: int, source=np.float3
     specials = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, fmt.max, -fmt.max],
                         dtype=source)
     x[rng.choice(n, min(n, specials.size), replace=False)] = specials[:min(n, specials.size)]
-    return x.astype(source)
+    out: np.ndarray = x.astype(source)
+    return out

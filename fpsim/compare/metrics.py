@@ -4,11 +4,15 @@ distance in units in the last place (the number of format values stepped over)."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpsim.bits import from_bits
 from fpsim.formats import Format, as_format
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 # Histogram bins of the ulp distance: 0, 1, 2, 3-4, 5-8, ..., 2**14+1-2**15, more, NaN mismatch.
 HISTOGRAM_EDGES = (0, 1, 2) + tuple(2**k + 1 for k in range(1, 16))
@@ -16,7 +20,7 @@ HISTOGRAM_EDGES = (0, 1, 2) + tuple(2**k + 1 for k in range(1, 16))
 5-8, ..., 2**14+1 to 2**15, then more; a last bin counts NaNs against numbers."""
 
 
-def _encodings(bits, fmt: Format, name: str) -> np.ndarray:
+def _encodings(bits: npt.ArrayLike, fmt: Format, name: str) -> np.ndarray:
     arr = np.asarray(bits)
     if arr.dtype.kind not in "iu":
         raise ValueError(f"{name}: expected the encodings of {fmt.name} as an integer array, "
@@ -26,7 +30,7 @@ def _encodings(bits, fmt: Format, name: str) -> np.ndarray:
     return arr.astype(np.uint64)
 
 
-def ulp_distance(x_bits, y_bits, fmt: Format | str) -> np.ndarray:
+def ulp_distance(x_bits: npt.ArrayLike, y_bits: npt.ArrayLike, fmt: Format | str) -> np.ndarray:
     """Units in the last place between the encodings ``x_bits`` and ``y_bits`` of ``fmt``.
 
     The count of format values from one to the other (+0 and -0 are one value);
@@ -67,7 +71,7 @@ def ulp_distance(x_bits, y_bits, fmt: Format | str) -> np.ndarray:
     mx, my = x & (sign - np.uint64(1)), y & (sign - np.uint64(1))
     same_side = ((x & sign) == (y & sign)) | (mx == 0) | (my == 0)
     apart = np.where(same_side, np.maximum(mx, my) - np.minimum(mx, my), mx + my)
-    distance = apart.astype(np.float64)
+    distance: np.ndarray = apart.astype(np.float64)
     nan_x, nan_y = np.isnan(from_bits(x, fmt)), np.isnan(from_bits(y, fmt))
     distance[nan_x & nan_y] = 0.0
     distance[nan_x != nan_y] = np.inf
@@ -100,7 +104,7 @@ class Comparison:
     median_ulp: float
     histogram: tuple[int, ...]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The comparison as results.json holds it.
 
         Returns
@@ -112,7 +116,8 @@ class Comparison:
                     histogram=list(self.histogram))
 
 
-def compare_bits(emulated_bits, hardware_bits, fmt: Format | str) -> Comparison:
+def compare_bits(emulated_bits: npt.ArrayLike, hardware_bits: npt.ArrayLike,
+                 fmt: Format | str) -> Comparison:
     """Compare the emulated and the hardware encodings of one case.
 
     Parameters

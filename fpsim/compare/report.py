@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def _ulp(v: float) -> str:
     return "NaN/num" if np.isinf(v) else f"{v:g}"
 
 
-def markdown(records: list[Record], header: dict) -> str:
+def markdown(records: list[Record], header: dict[str, Any]) -> str:
     """The table of cases (the closest candidate of each) and of every candidate."""
     lines = [f"Machine: {header['machine']}  ", "Versions: " + ", ".join(
         f"{k} {v}" for k, v in header["versions"].items()) + "  ",
@@ -48,7 +49,7 @@ def markdown(records: list[Record], header: dict) -> str:
         if r.skipped:
             lines.append(f"| {r.name} | {r.hardware_is} | | | | | {r.verdict} |")
             continue
-        c = r.results[r.best]
+        c = r.results[cast(str, r.best)]
         lines.append(f"| {r.name} | {r.hardware_is} | {r.best} | {_share(c.identical)} | "
                      f"{_ulp(c.max_ulp)} | {_ulp(c.median_ulp)} | {r.verdict} |")
     lines += ["", "Every candidate:", "",
@@ -74,7 +75,7 @@ def figure(records: list[Record], path: Path) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
     labels = bin_labels()
     for ax, r in zip(axes.ravel(), shown, strict=False):
-        c = r.results[r.best]
+        c = r.results[cast(str, r.best)]
         ax.bar(range(len(labels)), np.maximum(c.histogram, 0.0), color="tab:blue")
         ax.set_yscale("symlog", linthresh=1)
         ax.set_title(f"{r.name}\n{r.best}: {_share(c.identical)} identical", fontsize=8)
@@ -88,7 +89,7 @@ def figure(records: list[Record], path: Path) -> None:
     plt.close(fig)
 
 
-def write(records: list[Record], header: dict, out: Path) -> dict[str, Path]:
+def write(records: list[Record], header: dict[str, Any], out: Path) -> dict[str, Path]:
     """results.json, results.md and ulp_histograms.png in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "markdown": out / "results.md",
@@ -100,7 +101,7 @@ def write(records: list[Record], header: dict, out: Path) -> dict[str, Path]:
     return paths
 
 
-def _finite(v):
+def _finite(v: Any) -> Any:
     """JSON has no infinity: an infinite distance (a NaN against a number) is null."""
     if isinstance(v, dict):
         return {k: _finite(x) for k, x in v.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fpsim._machine import machine, versions
@@ -18,7 +19,8 @@ DEFAULT_SEED = 0
 
 
 def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEED,
-        out: str | Path | None = None, progress=None) -> list[Record]:
+        out: str | Path | None = None,
+        progress: Callable[[Record], object] | None = None) -> list[Record]:
     """Run the ``suite`` ("cpu", "gpu" or "all") and return a record per case.
 
     ``size``: elements per elementwise case (the others scale with it); ``seed``: the
