@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from fpsim.precision.policy import Policy
 
     Pair = tuple[int, int]
+    """A stride or a padding: (along H, along W)."""
 
 
 def _swap(v: np.ndarray) -> np.ndarray:
