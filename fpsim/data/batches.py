@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 
-def _positive_int(name: str, value: object) -> int:
+def _positive_int(name: str, value: Any) -> int:
     """``value`` as an int, or a ValueError naming ``name`` unless it is a positive integer."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -30,7 +31,7 @@ def _fraction(name: str, value: object) -> float:
     return float(value)
 
 
-def _seed(value: object) -> int | None:
+def _seed(value: Any) -> int | None:
     """``value`` as an int seed or None, or a ValueError."""
     if value is None:
         return None

@@ -45,9 +45,10 @@ def load_digits(*, seed: int = 0, test_fraction: float = 0.25, images: bool = Fa
     its samples (rounded) in the test part, and both parts come in shuffled order.
     No download: the data ship with scikit-learn.
     """
-    seed = _seed(seed)
-    if seed is None:
+    checked = _seed(seed)
+    if checked is None:
         raise ValueError("seed must be an integer, got None")
+    seed = checked
     test_fraction = _fraction("test_fraction", test_fraction)
     x, y = _raw_digits()
     rng = np.random.default_rng(seed)

@@ -65,7 +65,8 @@ class TextCorpus:
         if bad.size:
             raise ValueError(f"id {int(ids[bad[0]])} at index {int(bad[0])} is outside the "
                              f"vocabulary of {self.vocab_size} characters")
-        return self._codes[ids].astype("<u4").tobytes().decode("utf-32-le")
+        text: str = self._codes[ids].astype("<u4").tobytes().decode("utf-32-le")
+        return text
 
 
 @functools.lru_cache(maxsize=1)
