@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -67,7 +68,7 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) 
     sync = None
     if backend == "cupy":
         if xp is None:
-            import cupy as xp
+            import cupy as xp  # type: ignore[no-redef]  # the GPU's array module
         x = xp.asarray(x)
         sync = xp.cuda.Device().synchronize
     else:
@@ -147,7 +148,7 @@ def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> l
         time.sleep(0.5)
         reference = median_seconds(blas, max(repeats, 7))
         rows.append(("np.matmul float32", n, reference, 1.0))
-        cases = (
+        cases: tuple[tuple[str, Callable[[], object]], ...] = (
             ("fp16 accum, sequential", partial(fpsim.matmul, a, b, accum="fp16")),
             ("fp32 accum, order=any", partial(fpsim.matmul, a, b, accum="fp32", order="any")),
             ("H100 block-FMA model", partial(fpsim.matmul, a, b, model=hw.H100)),
