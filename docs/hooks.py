@@ -37,8 +37,10 @@ _anchors: set[str] = set()
 def _load(module: str, search_paths: Iterable[str]):
     import griffe
 
+    # The extension mkdocs.yml gives mkdocstrings: a ``#:`` comment is a docstring.
+    extensions = griffe.load_extensions(str(Path(__file__).with_name("griffe_comments.py")))
     return griffe.load(module, search_paths=list(search_paths), resolve_aliases=True,
-                       resolve_external=False)
+                       resolve_external=False, extensions=extensions)
 
 
 def _target(obj):

@@ -151,3 +151,10 @@ def test_the_check_sees_a_function_where_griffe_sees_its_module(tmp_path):
     source = '"""A package."""\n\nfrom pkg.run import run\n\n__all__ = ["run"]\n'
     assert check(tmp_path, source) == ["pkg.run: no docstring"]
     assert check(tmp_path, source, anchors={"pkg", "pkg.run.run"}) == ["pkg.run: no docstring"]
+
+
+def test_a_sphinx_comment_documents_a_constant(tmp_path):
+    # "#:" lines above an assignment are its docstring (docs/griffe_comments.py).
+    source = ('"""A package."""\n\n__all__ = ["LIMIT", "BARE"]\n\n'
+              '#: The limit.\nLIMIT = 3\n# Not a docstring.\nBARE = 4\n')
+    assert check(tmp_path, source) == ["pkg.BARE: no docstring"]
