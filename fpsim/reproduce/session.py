@@ -8,6 +8,7 @@ import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fpsim._checks import output_folder
 from fpsim.reproduce.ablations import ABLATIONS, ablation
@@ -21,7 +22,7 @@ RunSpec = tuple[str, str, int]  # (task, policy, seed)
 def study_code(name: str) -> str:
     """A digest of the source of study ``name`` (a module of ``fpsim.experiments``)."""
     module = importlib.import_module(f"fpsim.experiments.{name}")
-    return digest(Path(module.__file__).read_bytes())
+    return digest(Path(module.__file__).read_bytes())  # type: ignore[arg-type]  # a file
 
 
 def run_of(spec: RunSpec, budget: str) -> Run:
@@ -42,8 +43,8 @@ class Session:
     tasks: tuple[str, ...] = tuple(TASKS)
     policies: tuple[str, ...] = tuple(ABLATIONS)
     jobs: int = 1
-    stream: object = None
-    executor: object = None
+    stream: Any = None
+    executor: Any = None
     cache: Cache = field(init=False)
 
     def __post_init__(self) -> None:
@@ -91,7 +92,7 @@ class Session:
         """The records of ``specs``, trained first where not cached."""
         specs = list(specs)
         self.ensure(specs)
-        return [self.cached_run(s) for s in specs]
+        return [self.cached_run(s) for s in specs]  # type: ignore[misc]  # ensure() cached them
 
     def cached(self, study: str, config: dict, compute: Callable[[], dict]) -> dict:
         """A study's own computation, cached under ``config`` plus the budget, NumPy's

@@ -10,9 +10,14 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fpsim._checks import boolean, integer, real
 from fpsim.sweep.cache import digest
+
+if TYPE_CHECKING:
+    from fpsim.nn.module import Module
+    from fpsim.optim.optimizer import Optimizer
 
 # Keys of a run's cache key that a task's own configuration may not take.
 RESERVED = frozenset({"task", "steps", "eval_every", "clip_norm", "task_code", "code", "seed",
@@ -38,8 +43,8 @@ class Setup:
         run under the precision ``policy`` (``with policy, fpsim.no_grad(): ...``).
     """
 
-    model: object
-    optimizer: object
+    model: Module
+    optimizer: Optimizer
     batches: Iterable
     loss: Callable
     evaluate: Callable

@@ -73,7 +73,7 @@ def train(task: Task, ablation: Ablation, seed: int, *, on_step: Callable | None
     with np.errstate(all="ignore"):
         for step, batch in zip(range(1, task.steps + 1), setup.batches, strict=False):
             trainer.monitor = step % MONITOR_EVERY == 0
-            report = trainer.step(lambda batch=batch: setup.loss(model, batch))
+            report = trainer.step(lambda batch=batch: setup.loss(model, batch))  # type: ignore[misc]
             window.append(report)
             if not scales or scales[-1][1] != report.loss_scale:
                 scales.append([step, float(report.loss_scale)])
