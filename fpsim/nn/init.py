@@ -34,6 +34,15 @@ def generator() -> np.random.Generator:
     Returns
     -------
     numpy.random.Generator
+
+    Examples
+    --------
+    >>> from fpsim.nn import init
+    >>> init.manual_seed(0)
+    >>> a = init.generator().random()
+    >>> init.manual_seed(0)
+    >>> init.generator().random() == a
+    True
     """
     return _state["rng"]
 
@@ -52,6 +61,14 @@ def uniform(shape: tuple[int, ...], bound: float) -> np.ndarray:
     -------
     numpy.ndarray
         float64 draws from ``generator()``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.nn import init
+    >>> w = init.uniform((64, 3), 0.5)
+    >>> w.shape, bool(np.all(np.abs(w) <= 0.5))
+    ((64, 3), True)
     """
     return generator().uniform(-bound, bound, size=shape)
 
@@ -70,5 +87,11 @@ def normal(shape: tuple[int, ...], std: float = 1.0) -> np.ndarray:
     -------
     numpy.ndarray
         float64 draws from ``generator()``.
+
+    Examples
+    --------
+    >>> from fpsim.nn import init
+    >>> init.normal((10, 3), std=0.02).shape
+    (10, 3)
     """
     return generator().normal(0.0, std, size=shape)
