@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings_handlers.python")
+pytest.importorskip("material")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
