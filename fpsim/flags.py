@@ -11,11 +11,20 @@ Examples
 (True, 'inexact|absorbed')
 """
 
+#: The result differs from the exact value (overflow and flush to zero included).
 INEXACT = 1
+#: The result is tiny (below the smallest normal number after rounding) and inexact;
+#: also every flush to zero.
 UNDERFLOW = 2
+#: The rounded magnitude exceeds the format's largest finite value (also with saturate).
 OVERFLOW = 4
+#: A finite nonzero number divided by zero.
 DIVBYZERO = 8
+#: An invalid operation: inf - inf, 0 * inf, 0/0, inf/inf, the square root of a negative
+#: number, a signalling NaN operand, or an infinite input to a format without infinities.
 INVALID = 16
+#: An addition whose finite nonzero addend had no effect: the result equals the other
+#: operand (the mantissa-shift loss of an addition).
 ABSORBED = 32
 
 #: The name of each flag.

@@ -23,13 +23,21 @@ __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "PRESETS", "block_matmul",
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
 # Mikaitis, "Accurate models of NVIDIA tensor cores" (2025): see docs/hardware-models.md.
+#: NVIDIA V100 (Volta): blocks of 4 products, 23 fraction bits kept, no exponent floor.
 V100 = BlockFMA("V100", block=4, frac_bits=23, exp_floor=None)
+#: NVIDIA A100 (Ampere): blocks of 8, 24 fraction bits, alignment exponent at least -132.
 A100 = BlockFMA("A100", block=8, frac_bits=24, exp_floor=-132)
+#: NVIDIA H100 (Hopper): blocks of 16, 25 fraction bits, alignment exponent at least -133.
 H100 = BlockFMA("H100", block=16, frac_bits=25, exp_floor=-133)
+#: NVIDIA B200 (Blackwell): as the H100.
 B200 = BlockFMA("B200", block=16, frac_bits=25, exp_floor=-133)
+#: The A100 reading bf16 inputs.
 A100_BF16 = A100.with_input("bf16")
+#: The H100 reading bf16 inputs.
 H100_BF16 = H100.with_input("bf16")
+#: The B200 reading bf16 inputs.
 B200_BF16 = B200.with_input("bf16")
+#: Every preset by its name (``"H100"``, ``"H100/bf16"``, ...).
 PRESETS: dict[str, BlockFMA] = {
     m.name: m for m in (V100, A100, H100, B200, A100_BF16, H100_BF16, B200_BF16)
 }

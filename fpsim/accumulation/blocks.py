@@ -22,6 +22,7 @@ from fpsim.kernels.core import NO_EXPONENT
 from fpsim.kernels.spec import BlockSpec, make_spec
 from fpsim.rounding import round as round_to
 
+#: How a block FMA may round its exact sum to the output format.
 OUTPUT_ROUNDINGS = ("toward_zero", "nearest_even")
 MAX_FRAC_BITS = 40
 # Two inputs' significands (t + 1 bits each) multiply exactly in int64.
