@@ -128,7 +128,20 @@ class BlockFMA:
         return replace(self, input=value, name=f"{self.name.split('/')[0]}/{f.name}")
 
     def params(self) -> BlockSpec:
-        """What the kernels read of this model."""
+        """What the kernels read of this model.
+
+        Returns
+        -------
+        fpsim.kernels.spec.BlockSpec
+            The input and output formats' fraction bits and least exponents, the
+            fraction bits kept and the exponent floor (a sentinel for none).
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.hw.H100.params()
+        BlockSpec(t_in=10, emin_in=-14, t_out=23, emin_out=-126, frac_bits=25, exp_floor=-133)
+        """
         fin, fout = as_format(self.input), as_format(self.output)
         return BlockSpec(
             t_in=fin.man_bits, emin_in=fin.emin, t_out=fout.man_bits, emin_out=fout.emin,
