@@ -18,3 +18,11 @@ def test_import_alone_does_not_load_numba():
         capture_output=True, text=True, check=True,
     )
     assert out.stdout.strip() == "False"
+
+
+def test_import_does_not_load_dask():
+    code = ("import sys, fpsim, fpsim.sweep, fpsim.reproduce.command; "
+            "print('dask' in sys.modules or 'distributed' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

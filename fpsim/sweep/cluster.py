@@ -92,7 +92,7 @@ class DaskExecutor:
         if not isinstance(scheduler, Client):
             raise ValueError(f"a Dask executor takes a scheduler address or a Client, "
                              f"got {scheduler!r}")
-        self.scheduler = scheduler.scheduler.address
+        self.scheduler = scheduler.scheduler.address  # type: ignore[union-attr,assignment]
         self._client = scheduler
         self._owned = False
 
@@ -120,7 +120,7 @@ class DaskExecutor:
 
         if isinstance(self.scheduler, int):
             self._cluster = LocalCluster(n_workers=self.scheduler, threads_per_worker=1,
-                                         processes=True, dashboard_address=None)
+                                         processes=True, dashboard_address=":0")
             self._client = Client(self._cluster)
             self._client.wait_for_workers(self.scheduler)
         else:

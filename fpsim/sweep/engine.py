@@ -102,6 +102,7 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor, stream=None) -> t
             record = outcome["record"]
             if record.get("failed"):
                 failures.append(record)
+                bar.message(f"{run.label} failed: {record['error'].strip().splitlines()[-1]}")
                 bar.advance(f"{run.label} failed")
                 continue
             check_worker(f"computing {run.label}", outcome["identity"])
@@ -228,7 +229,11 @@ def sweep(tasks: Task | Sequence[Task], ablations: Sequence[str | Ablation], see
         result = sweep([task], ["mixed", "no_loss_scaling"], seeds=3, reference="mixed")
         print(result.markdown())
     """
-    tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
+    if isinstance(tasks, Task):
+        tasks = [tasks]
+    if isinstance(tasks, str) or not isinstance(tasks, Iterable):
+        raise ValueError(f"tasks must be fpsim.sweep.Task objects, got {tasks!r}")
+    tasks = list(tasks)
     if not tasks:
         raise ValueError("a sweep needs at least one task")
     for t in tasks:
@@ -257,7 +262,7 @@ def sweep(tasks: Task | Sequence[Task], ablations: Sequence[str | Ablation], see
         if owned:
             executor.close()
     failed = {(r["task"], r["policy"], r["seed"]): r for r in failures}
-    records = [failed.get((r.task.name, r.ablation.name, r.seed))
+    records: list = [failed.get((r.task.name, r.ablation.name, r.seed))
                or store.load("runs", r.config(), r.label) for r in runs]
     table, verdicts = [], []
     for t in tasks:

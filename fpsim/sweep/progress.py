@@ -7,7 +7,20 @@ import time
 
 
 class Progress:
-    """``update(done, note)`` redraws ``label [#####.....] done/total note  elapsed``."""
+    """``update(done, note)`` redraws ``label [#####.....] done/total note  elapsed``.
+
+    Parameters
+    ----------
+    total : int
+        The count that finishes the bar.
+    label : str
+        Printed before the bar.
+    stream : file, optional
+        Standard error by default; on a terminal the bar redraws in place, elsewhere
+        a line is written at most every 10 seconds, and at the end.
+    width : int
+        Characters of the bar.
+    """
 
     def __init__(self, total: int, label: str, stream=None, width: int = 30):
         self.total = max(int(total), 1)
@@ -20,6 +33,7 @@ class Progress:
         self._last_line = 0.0
 
     def update(self, done: int, note: str = "") -> None:
+        """Show ``done`` of ``total`` finished, with ``note`` after the bar."""
         self.done = min(int(done), self.total)
         now = time.monotonic()
         finished = self.done == self.total
@@ -37,4 +51,10 @@ class Progress:
         self.stream.flush()
 
     def advance(self, note: str = "") -> None:
+        """One more finished."""
         self.update(self.done + 1, note)
+
+    def message(self, text: str) -> None:
+        """``text`` on a line of its own, at once (the bar is redrawn by the next update)."""
+        self.stream.write(("\r\033[K" if self.tty else "") + text + "\n")
+        self.stream.flush()
