@@ -31,8 +31,12 @@ def add(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormal
         saturate: bool = ..., flags: Literal[True], seed: int | None = ...,
         random_bits: int | None = ...) -> tuple[FloatArray, FlagArray]: ...
 @overload
-def add(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = ..., *,
-        subnormals: bool = ..., saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+def add(a: Scalar, b: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+        random_bits: int | None = ...) -> Any: ...
+@overload
+def add(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
         random_bits: int | None = ...) -> Any: ...
 def add(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = "nearest_even", *,
         subnormals: bool = True, saturate: bool = False, flags: bool = False,
@@ -119,8 +123,12 @@ def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormal
         saturate: bool = ..., flags: Literal[True], seed: int | None = ...,
         random_bits: int | None = ...) -> tuple[FloatArray, FlagArray]: ...
 @overload
-def sub(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = ..., *,
-        subnormals: bool = ..., saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+def sub(a: Scalar, b: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+        random_bits: int | None = ...) -> Any: ...
+@overload
+def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
         random_bits: int | None = ...) -> Any: ...
 def sub(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = "nearest_even", *,
         subnormals: bool = True, saturate: bool = False, flags: bool = False,
@@ -202,8 +210,12 @@ def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormal
         saturate: bool = ..., flags: Literal[True], seed: int | None = ...,
         random_bits: int | None = ...) -> tuple[FloatArray, FlagArray]: ...
 @overload
-def mul(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = ..., *,
-        subnormals: bool = ..., saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+def mul(a: Scalar, b: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+        random_bits: int | None = ...) -> Any: ...
+@overload
+def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
         random_bits: int | None = ...) -> Any: ...
 def mul(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = "nearest_even", *,
         subnormals: bool = True, saturate: bool = False, flags: bool = False,
@@ -287,8 +299,12 @@ def div(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormal
         saturate: bool = ..., flags: Literal[True], seed: int | None = ...,
         random_bits: int | None = ...) -> tuple[FloatArray, FlagArray]: ...
 @overload
-def div(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = ..., *,
-        subnormals: bool = ..., saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+def div(a: Scalar, b: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+        random_bits: int | None = ...) -> Any: ...
+@overload
+def div(a: Values, b: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
         random_bits: int | None = ...) -> Any: ...
 def div(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str = "nearest_even", *,
         subnormals: bool = True, saturate: bool = False, flags: bool = False,
@@ -372,7 +388,11 @@ def sqrt(a: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = 
         saturate: bool = ..., flags: Literal[True], seed: int | None = ...,
         random_bits: int | None = ...) -> tuple[FloatArray, FlagArray]: ...
 @overload
-def sqrt(a: Values | Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+def sqrt(a: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+        saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+        random_bits: int | None = ...) -> Any: ...
+@overload
+def sqrt(a: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
         saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
         random_bits: int | None = ...) -> Any: ...
 def sqrt(a: Values | Scalar, fmt: FormatLike, rounding: str = "nearest_even", *,
@@ -457,9 +477,13 @@ def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = ..., *
         subnormals: bool = ..., saturate: bool = ..., flags: Literal[True], seed: int | None = ...,
         random_bits: int | None = ...) -> tuple[FloatArray, FlagArray]: ...
 @overload
-def fma(a: Values | Scalar, b: Values | Scalar, c: Values | Scalar, fmt: FormatLike,
-        rounding: str = ..., *, subnormals: bool = ..., saturate: bool = ..., flags: bool = ...,
-        seed: int | None = ..., random_bits: int | None = ...) -> Any: ...
+def fma(a: Scalar, b: Scalar, c: Scalar, fmt: FormatLike, rounding: str = ..., *,
+        subnormals: bool = ..., saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+        random_bits: int | None = ...) -> Any: ...
+@overload
+def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = ..., *,
+        subnormals: bool = ..., saturate: bool = ..., flags: bool = ..., seed: int | None = ...,
+        random_bits: int | None = ...) -> Any: ...
 def fma(a: Values | Scalar, b: Values | Scalar, c: Values | Scalar, fmt: FormatLike,
         rounding: str = "nearest_even", *, subnormals: bool = True, saturate: bool = False,
         flags: bool = False, seed: int | None = None, random_bits: int | None = None) -> Any:

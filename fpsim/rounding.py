@@ -33,7 +33,11 @@ def round(x: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool =
           saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
           flags: Literal[True], dtype: None = ...) -> tuple[FloatArray, FlagArray]: ...
 @overload
-def round(x: Values | Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+def round(x: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
+          saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
+          flags: bool = ..., dtype: npt.DTypeLike | None = ...) -> Any: ...
+@overload
+def round(x: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
           saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
           flags: bool = ..., dtype: npt.DTypeLike | None = ...) -> Any: ...
 def round(
