@@ -51,6 +51,11 @@ def describe(flags: int) -> str:
     str
         The names joined by ``|`` (e.g. ``"inexact|underflow"``), or ``"none"``.
 
+    Raises
+    ------
+    ValueError, TypeError
+        ``flags`` is not an integer (``int(flags)`` fails).
+
     Examples
     --------
     >>> from fpsim.flags import describe, INEXACT, ABSORBED

@@ -116,6 +116,12 @@ class BlockFMA:
         BlockFMA
             A copy named ``"<name>/<format>"``.
 
+        Raises
+        ------
+        ValueError
+            An unknown format, or one wider than the model can take exactly (more
+            than 30 fraction bits).
+
         Examples
         --------
         >>> import fpsim

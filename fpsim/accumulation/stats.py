@@ -57,6 +57,11 @@ class AccumulationStats:
         -------
         AccumulationStats
 
+        Raises
+        ------
+        ValueError
+            Not five counts.
+
         Examples
         --------
         >>> import numpy as np
