@@ -149,3 +149,29 @@ def test_local_n_starts_and_closes_its_own_cluster(tmp_path):
     result = sweep(tiny(), ["fp32"], seeds=1, cache=tmp_path, executor="local:1",
                    stream=io.StringIO())
     assert result.trained == ["tiny-fp32-seed0"] and not result.failures
+
+
+def test_fpsim_reproduce_on_the_cluster_writes_the_local_results(client, tmp_path,
+                                                                  monkeypatch):
+    """The command's --scheduler: the built-in tasks (here shortened: a task travels to
+    the workers whole) give the results.json runs of the local executor."""
+    import dataclasses
+    import json
+
+    from fpsim.reproduce import command, tasks
+    from fpsim.reproduce.tasks import Budget
+
+    t = tasks.TASKS["digits_mlp"]
+    monkeypatch.setitem(tasks.TASKS, "digits_mlp",
+                        dataclasses.replace(t, budgets={"quick": Budget(12, 6)}))
+    argv = ["--only", "final_metrics", "--tasks", "digits_mlp", "--policies", "fp32", "mixed",
+            "--seeds", "2"]
+    assert command.main([*argv, "--out", str(tmp_path / "local"), "--jobs", "1"]) == 0
+    assert command.main([*argv, "--out", str(tmp_path / "dask"),
+                         "--scheduler", client.scheduler.address]) == 0
+    local, dask = (json.loads((tmp_path / name / "results.json").read_text())
+                   for name in ("local", "dask"))
+    assert [r["steps"] for r in dask["runs"]] == [12] * 4
+    assert without_time(dask["runs"]) == without_time(local["runs"])
+    assert dask["studies"]["final_metrics"]["rows"] == local["studies"]["final_metrics"]["rows"]
+    assert client.status == "running"  # the command closes only what it started
