@@ -250,3 +250,18 @@ def test_the_documented_example_runs(tmp_path):
     assert set(verdicts) == {"no_loss_scaling", "bf16_sr"}
     assert json.loads(next((tmp_path / "my-sweep" / "runs").glob("*bf16_sr*")).read_text())[
         "config"]["precision"] == "bf16,params=bf16,rounding=stochastic,seed=0"
+
+
+def test_a_worker_with_another_numpy_or_fpsim_is_named_and_refused():
+    from fpsim.sweep import ProvenanceMismatch, identity
+    from fpsim.sweep.provenance import check_worker
+
+    check_worker("tcp://w:1", identity())
+    ours = identity()["numpy"]
+    with pytest.raises(ProvenanceMismatch, match=rf"worker tcp://w:1 .*NumPy version 1\.0 "
+                                                 rf"\(here {re.escape(ours)}\)"):
+        check_worker("tcp://w:1", dict(identity(), numpy="1.0"))
+    with pytest.raises(ProvenanceMismatch, match="fpsim version 0.0 .*fpsim source digest"):
+        check_worker("tcp://w:2", dict(identity(), version="0.0", code="0" * 16))
+    with pytest.raises(ProvenanceMismatch, match="fpsim source digest None"):
+        check_worker("tcp://w:3", None)
