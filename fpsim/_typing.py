@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -23,8 +23,3 @@ FloatArray: TypeAlias = npt.NDArray[np.floating[Any]]
 FloatScalar: TypeAlias = np.floating[Any]
 #: IEEE flags out, one uint8 per element (``fpsim.flags``).
 FlagArray: TypeAlias = npt.NDArray[np.uint8]
-#: What a Tensor operation takes: a Tensor, or values (a constant of their dtype's format).
-TensorLike: TypeAlias = "Tensor | npt.ArrayLike"
-
-if TYPE_CHECKING:
-    from fpsim.autograd.tensor import Tensor

@@ -10,7 +10,7 @@ from fpsim.precision import numerics
 from fpsim.precision.policy import OPERATIONS, Policy, current
 
 if TYPE_CHECKING:
-    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import TensorLike
 
 
 def op_policy(op: str) -> Policy:

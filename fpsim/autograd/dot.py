@@ -18,7 +18,7 @@ from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 
 if TYPE_CHECKING:
-    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import TensorLike
     from fpsim.precision.policy import Policy
 
     Pair = tuple[int, int]

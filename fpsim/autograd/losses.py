@@ -18,7 +18,7 @@ from fpsim.precision import numerics
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import TensorLike
     from fpsim.precision.policy import Policy
 
 REDUCTIONS = ("mean", "sum")

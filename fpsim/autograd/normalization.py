@@ -15,7 +15,7 @@ from fpsim.precision import numerics
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import TensorLike
     from fpsim.formats import Format
 
 

@@ -20,7 +20,7 @@ from fpsim.precision import numerics
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import TensorLike
 
 
 def _unary(name: str, x: TensorLike, forward: Callable[..., Any], backward: Callable[..., Any],

@@ -19,7 +19,7 @@ from fpsim.precision import numerics
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import TensorLike
     from fpsim.precision.policy import Policy
 from fpsim.precision.numerics import normalize_axes
 

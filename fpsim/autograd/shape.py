@@ -14,7 +14,7 @@ from fpsim.precision import numerics
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from fpsim._typing import TensorLike
+    from fpsim.autograd.tensor import TensorLike
 
 
 def _move(name: str, x: TensorLike, forward: Callable[[np.ndarray], np.ndarray],

@@ -22,9 +22,13 @@ from fpsim.precision.policy import Policy, current
 from fpsim.rounding import round as round_to
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import numpy.typing as npt
 
-    from fpsim._typing import TensorLike
+    #: What a Tensor operation takes: a Tensor, or values (a constant of their dtype's
+    #: format).
+    TensorLike: TypeAlias = "Tensor | npt.ArrayLike"
 
 _grad_enabled = [True]
 # Called as observe(unrounded, rounded, format) after every gradient rounding while

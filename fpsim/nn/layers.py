@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from fpsim._typing import TensorLike
-    from fpsim.autograd.tensor import Tensor
+    from fpsim.autograd.tensor import Tensor, TensorLike
 
 
 def _bound(fan_in: int) -> float:

@@ -14,8 +14,7 @@ from fpsim.nn import init
 from fpsim.nn.module import Module, Parameter
 
 if TYPE_CHECKING:
-    from fpsim._typing import TensorLike
-    from fpsim.autograd.tensor import Tensor
+    from fpsim.autograd.tensor import Tensor, TensorLike
 
 
 class LSTM(Module):
