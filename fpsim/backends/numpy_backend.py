@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
 import numpy as np
 
 from fpsim.backends._instantiate import instantiate
 from fpsim.backends.protocol import COUNTED_FLAGS
 from fpsim.backends.schedule import PUSH_C, pairwise_program
+
+if TYPE_CHECKING:
+    from fpsim.kernels.spec import BlockSpec, Spec
 
 CHUNK = 1 << 16
 
@@ -32,7 +38,9 @@ class Backend:
     def __init__(self) -> None:
         self.kernels = instantiate(PRIMITIVES)
 
-    def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
+    def apply(self, kernel: str, operands: Sequence[np.ndarray], out: np.ndarray,
+              flags: np.ndarray | None, spec: Spec, key: int | None, check: bool = False,
+              hot: bool = False) -> int:
         func = self.kernels[kernel]
         representable = self.kernels["representable"]
         want_flags = flags is not None
@@ -47,14 +55,14 @@ class Backend:
                     rnd = self.kernels["random53"](np.uint64(key), index)
                 value, flag = func(*args, rnd, spec, want_flags)
                 out[start:stop] = value
-                if want_flags:
+                if flags is not None:  # want_flags
                     flags[start:stop] = flag
                 if check:
                     ok = np.logical_and.reduce([representable(a, spec) for a in args])
                     bad += int(np.count_nonzero(~ok))
         return bad
 
-    def first_unrepresentable(self, x, spec) -> int:
+    def first_unrepresentable(self, x: np.ndarray, spec: Spec) -> int:
         with np.errstate(all="ignore"):
             for start in range(0, x.size, CHUNK):
                 ok = self.kernels["representable"](
@@ -65,7 +73,9 @@ class Backend:
                     return start + int(bad[0])
         return -1
 
-    def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
+    def accumulate(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, out: np.ndarray,
+                   spec: Spec, *, key: int | None, order: Literal["sequential", "pairwise"],
+                   rounded: bool, has_c: bool, want_stats: bool) -> np.ndarray:
         k = self.kernels
         rows, k_len = A.shape
         groups, _, n = B.shape
@@ -75,16 +85,16 @@ class Backend:
         base = np.arange(rows * n, dtype=np.int64).reshape(a.shape[:2] + (n,)) * stride
         counts = np.zeros(5, dtype=np.int64)
 
-        def rnd(r):
+        def rnd(r: int) -> Any:
             return 0 if key is None else k["random53"](np.uint64(key), base + r)
 
-        def add(x, y, r):
+        def add(x: np.ndarray, y: np.ndarray, r: int) -> Any:
             value, flag = k["op_add"](x, y, rnd(r), spec, want_stats)
             if want_stats:
                 counts[:] += count_flags(flag)
             return value
 
-        def term(i, r, rounded):
+        def term(i: int, r: int, rounded: bool) -> np.ndarray:
             p = a[:, :, i, None] * b[:, None, i, :]
             return k["round_value"](p, rnd(r), spec, False)[0] if rounded else p
 
@@ -113,7 +123,9 @@ class Backend:
         return counts
 
 
-    def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
+    def accumulate_blocks(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, out: np.ndarray,
+                          hw: BlockSpec, out_spec: Spec, block: int,
+                          want_stats: bool) -> np.ndarray:
         k = self.kernels
         rows, k_len = A.shape
         groups, _, n = B.shape
@@ -148,7 +160,7 @@ class Backend:
         return counts
 
 
-def count_flags(flags) -> np.ndarray:
+def count_flags(flags: np.ndarray) -> np.ndarray:
     """The ``protocol.COUNTERS`` of one array of addition flags."""
     flags = np.asarray(flags)
     return np.array([flags.size] + [np.count_nonzero(flags & f) for f in COUNTED_FLAGS])
