@@ -164,3 +164,9 @@ def count_flags(flags: np.ndarray) -> np.ndarray:
     """The ``protocol.COUNTERS`` of one array of addition flags."""
     flags = np.asarray(flags)
     return np.array([flags.size] + [np.count_nonzero(flags & f) for f in COUNTED_FLAGS])
+
+
+if TYPE_CHECKING:  # mypy checks that the reference backend is what the core calls
+    from fpsim.backends import protocol
+
+    _conforms: protocol.Backend = Backend()
