@@ -265,3 +265,13 @@ def test_a_worker_with_another_numpy_or_fpsim_is_named_and_refused():
         check_worker("tcp://w:2", dict(identity(), version="0.0", code="0" * 16))
     with pytest.raises(ProvenanceMismatch, match="fpsim source digest None"):
         check_worker("tcp://w:3", None)
+
+
+@pytest.mark.parametrize("name", ["ablation", "provenance", "cluster", "local", "executor",
+                                  "task"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"fpsim.sweep.{name}"))
+    assert result.attempted >= 1 and result.failed == 0

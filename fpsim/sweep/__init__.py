@@ -11,7 +11,8 @@ Dask is imported only by the Dask executor.
 from fpsim.sweep.ablation import ABLATIONS, Ablation, ablation, shrunk
 from fpsim.sweep.cache import Cache
 from fpsim.sweep.cluster import DaskExecutor
-from fpsim.sweep.engine import SweepResult, as_executor, sweep, train_missing
+from fpsim.sweep.engine import SweepResult, sweep, train_missing
+from fpsim.sweep.executor import Executor, as_executor
 from fpsim.sweep.local import LocalExecutor
 from fpsim.sweep.provenance import ProvenanceMismatch, identity
 from fpsim.sweep.records import check_run
@@ -21,7 +22,7 @@ from fpsim.sweep.task import Setup, Task
 from fpsim.sweep.train import train
 
 __all__ = [
-    "ABLATIONS", "NOISE_FACTOR", "Ablation", "Cache", "DaskExecutor", "LocalExecutor",
+    "ABLATIONS", "NOISE_FACTOR", "Ablation", "Cache", "DaskExecutor", "Executor", "LocalExecutor",
     "ProvenanceMismatch", "Run", "Setup", "SweepResult", "Task", "ablation", "as_executor",
     "check_run", "compare", "identity", "shrunk", "summary", "sweep", "train",
     "train_missing",

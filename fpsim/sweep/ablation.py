@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from fpsim._checks import real
 from fpsim.precision.policy import Policy, parse
@@ -71,7 +72,7 @@ class Ablation:
         """The precision policy (a fresh object: its stochastic stream starts anew)."""
         return parse(self.policy)
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         """Everything of the ablation that determines a run (part of its cache key)."""
         return dict(policy=self.name, precision=self.policy, loss_scale=self.loss_scale)
 

@@ -22,18 +22,19 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 POLICIES = ("fp32", "mixed", "no_loss_scaling", "bf16")
 
 
-def _task(steps: int):
+def _task(steps: int) -> Any:
     from fpsim.reproduce.tasks import Budget, task
 
     t = task("digits_mlp")
     return dataclasses.replace(t, budgets={"quick": Budget(steps, steps)}).for_sweep("quick")
 
 
-def _timed(task, seeds: int, executor) -> tuple[float, float]:
+def _timed(task: Any, seeds: int, executor: Any) -> tuple[float, float]:
     """Wall time of a sweep into a fresh cache, and its runs' own training seconds."""
     from fpsim.sweep import sweep
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     task = _task(args.steps)
     runs = len(POLICIES) * args.seeds
-    timings: dict[str, tuple[int, list]] = {}
+    timings: dict[str, tuple[int, list[tuple[float, float]]]] = {}
     with one_thread():
         _timed(task, 1, LocalExecutor(1))  # load this process's kernels
         timings["local, 1 process"] = (1, [_timed(task, args.seeds, LocalExecutor(1))

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 
 def digest(*parts: bytes) -> str:
@@ -17,7 +18,7 @@ def digest(*parts: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def key(config: dict) -> str:
+def key(config: dict[str, Any]) -> str:
     """A short digest of ``config`` (JSON with sorted keys)."""
     return digest(json.dumps(config, sort_keys=True, allow_nan=False).encode())
 
@@ -28,12 +29,13 @@ class Cache:
     def __init__(self, root: Path | str):
         self.root = Path(root)
 
-    def path(self, kind: str, config: dict, label: str = "") -> Path:
+    def path(self, kind: str, config: dict[str, Any], label: str = "") -> Path:
         """Where the document for ``config`` lives; ``label`` only makes the name readable."""
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")
         return self.root / kind / f"{name + '-' if name else ''}{key(config)}.json"
 
-    def load(self, kind: str, config: dict, label: str = "") -> dict | None:
+    def load(self, kind: str, config: dict[str, Any],
+             label: str = "") -> dict[str, Any] | None:
         """The cached document, or None when there is none (or it is unreadable)."""
         path = self.path(kind, config, label)
         try:
@@ -42,7 +44,8 @@ class Cache:
             return None
         return document.get("result") if document.get("config") == config else None
 
-    def save(self, kind: str, config: dict, result: dict, label: str = "") -> Path:
+    def save(self, kind: str, config: dict[str, Any], result: dict[str, Any],
+             label: str = "") -> Path:
         """Store ``result`` atomically (a reader never sees half a file)."""
         path = self.path(kind, config, label)
         path.parent.mkdir(parents=True, exist_ok=True)

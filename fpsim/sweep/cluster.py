@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fpsim.sweep.provenance import check_worker, identity
 from fpsim.sweep.records import failed
-from fpsim.sweep.run import Run, execute
+from fpsim.sweep.run import Outcome, Run, execute
+
+if TYPE_CHECKING:
+    from distributed import Client, LocalCluster
 
 _LOCAL = re.compile(r"local:(.*)")
 _ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?[A-Za-z0-9_.\-]+:[0-9]{1,5}"
@@ -80,10 +84,11 @@ class DaskExecutor:
     ...     result = fpsim.sweep.sweep(tasks, ["mixed"], 3, executor=executor)
     """
 
-    def __init__(self, scheduler):
-        self._client = None
-        self._cluster = None
+    def __init__(self, scheduler: str | Client) -> None:
+        self._client: Client | None = None
+        self._cluster: LocalCluster | None = None
         self._owned = True
+        self.scheduler: str | int
         if isinstance(scheduler, str):
             self.scheduler = parse_scheduler(scheduler)
             return
@@ -103,10 +108,10 @@ class DaskExecutor:
     def __enter__(self) -> DaskExecutor:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def client(self):
+    def client(self) -> Client:
         """The connected ``distributed.Client`` (started or connected on first use).
 
         Raises
@@ -154,7 +159,8 @@ class DaskExecutor:
         return sorted(reports)
 
     def results(self, runs: Sequence[Run],
-                on_step: Callable[[Run, int], None] | None = None) -> Iterator[tuple[Run, dict]]:
+                on_step: Callable[[Run, int], None] | None = None,
+                ) -> Generator[tuple[Run, Outcome], None, None]:
         """Compute ``runs`` on the cluster, yielding ``(run, outcome)`` as each finishes.
 
         The workers are checked first (``check_workers``). A run whose workers died
@@ -169,7 +175,7 @@ class DaskExecutor:
         client = self.client()
         self.check_workers()
         batch = uuid.uuid4().hex[:8]
-        pending = {}
+        pending: dict[Any, tuple[Any, Run]] = {}
         for run in runs:
             future = client.submit(execute, run, key=f"fpsim-{run.label}-{batch}")
             pending[future.key] = (future, run)
@@ -179,7 +185,7 @@ class DaskExecutor:
                 try:
                     outcome = future.result()
                 except Exception as exc:  # the run's workers died: Dask gave up on it
-                    outcome = dict(record=failed(run.task.name, run.ablation.name, run.seed,
+                    outcome = Outcome(record=failed(run.task.name, run.ablation.name, run.seed,
                                                  run.task.metric, f"{type(exc).__name__}: {exc}"),
                                    identity=None)
                 yield run, outcome

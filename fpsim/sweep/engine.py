@@ -6,54 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 from fpsim._checks import integer, output_folder
 from fpsim.sweep.ablation import Ablation, ablation
 from fpsim.sweep.cache import Cache
-from fpsim.sweep.local import LocalExecutor
+from fpsim.sweep.executor import Executor, as_executor
 from fpsim.sweep.progress import Progress
 from fpsim.sweep.provenance import check_worker, package_code
+from fpsim.sweep.records import Record
 from fpsim.sweep.run import SEED_LIMIT, Run
 from fpsim.sweep.statistics import compare, comparison_cells, summary, summary_text
 from fpsim.sweep.task import Task
 
 
-def as_executor(executor=None, jobs: int | None = None):
-    """The executor an argument names.
-
-    Parameters
-    ----------
-    executor : None, str, LocalExecutor or DaskExecutor
-        None: local worker processes (``jobs`` of them); a string: a Dask scheduler
-        address or ``local:N`` (see ``fpsim.sweep.cluster.parse_scheduler``); an
-        executor object as it is.
-    jobs : int, optional
-        The local executor's processes.
-
-    Returns
-    -------
-    LocalExecutor or DaskExecutor
-
-    Raises
-    ------
-    ValueError
-        For anything else, or a malformed address.
-    """
-    if executor is None:
-        return LocalExecutor(jobs)
-    if isinstance(executor, str):
-        from fpsim.sweep.cluster import DaskExecutor
-
-        return DaskExecutor(executor)
-    if callable(getattr(executor, "results", None)) and callable(getattr(executor, "close",
-                                                                         None)):
-        return executor
-    raise ValueError(f"executor must be None, a scheduler address, 'local:N', or an "
-                     f"executor object, got {executor!r}")
-
-
-def train_missing(cache: Cache, runs: Iterable[Run], executor, stream=None) -> tuple[
-        list[str], list[dict]]:
+def train_missing(cache: Cache, runs: Iterable[Run], executor: Executor,
+                  stream: TextIO | None = None) -> tuple[list[str], list[Record]]:
     """Train the runs not in ``cache`` and store their records there.
 
     Parameters
@@ -62,7 +30,7 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor, stream=None) -> t
         Records are kept under ``cache.root / "runs"``.
     runs : iterable of Run
         Runs with the same label are trained once.
-    executor : LocalExecutor or DaskExecutor
+    executor : Executor
         Computes the runs; this process writes the cache.
     stream : file, optional
         Where progress goes (standard error by default).
@@ -87,7 +55,7 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor, stream=None) -> t
     missing = [run for run in unique.values()
                if cache.load("runs", run.config(), run.label) is None]
     trained: list[str] = []
-    failures: list[dict] = []
+    failures: list[Record] = []
     if not missing:
         return trained, failures
     bar = Progress(len(missing), "training runs", stream)
@@ -135,14 +103,14 @@ class SweepResult:
         The runs this sweep trained; the others came from the cache.
     """
 
-    records: list[dict]
-    table: list[dict]
-    verdicts: list[dict]
+    records: list[Record]
+    table: list[dict[str, Any]]
+    verdicts: list[dict[str, Any]]
     reference: str
     trained: list[str] = field(default_factory=list)
 
     @property
-    def failures(self) -> list[dict]:
+    def failures(self) -> list[Record]:
         """The records of the runs that raised."""
         return [r for r in self.records if r.get("failed")]
 
@@ -167,7 +135,7 @@ def _unique(names: Sequence[str], what: str) -> None:
         seen.add(name)
 
 
-def _seeds(seeds) -> list[int]:
+def _seeds(seeds: int | Iterable[int]) -> list[int]:
     if isinstance(seeds, (int,)) and not isinstance(seeds, bool):
         return list(range(integer(seeds, "seeds", 1, SEED_LIMIT)))
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
@@ -180,9 +148,10 @@ def _seeds(seeds) -> list[int]:
     return chosen
 
 
-def sweep(tasks: Task | Sequence[Task], ablations: Sequence[str | Ablation], seeds,
-          *, cache: Path | str = "fpsim-sweep", executor=None, jobs: int | None = None,
-          reference: str | None = None, stream=None) -> SweepResult:
+def sweep(tasks: Task | Sequence[Task], ablations: str | Ablation | Sequence[str | Ablation],
+          seeds: int | Iterable[int], *, cache: Path | str = "fpsim-sweep",
+          executor: Executor | str | None = None, jobs: int | None = None,
+          reference: str | None = None, stream: TextIO | None = None) -> SweepResult:
     """Train every task under every ablation from every seed, reusing cached runs.
 
     Parameters
@@ -262,9 +231,15 @@ def sweep(tasks: Task | Sequence[Task], ablations: Sequence[str | Ablation], see
         if owned:
             executor.close()
     failed = {(r["task"], r["policy"], r["seed"]): r for r in failures}
-    records: list = [failed.get((r.task.name, r.ablation.name, r.seed))
-               or store.load("runs", r.config(), r.label) for r in runs]
-    table, verdicts = [], []
+    records: list[Record] = []
+    for r in runs:
+        record = failed.get((r.task.name, r.ablation.name, r.seed)) or store.load(
+            "runs", r.config(), r.label)
+        if record is None:  # train_missing cached every run that did not fail
+            raise RuntimeError(f"run {r.label} vanished from the cache {store.root}")
+        records.append(record)
+    table: list[dict[str, Any]] = []
+    verdicts: list[dict[str, Any]] = []
     for t in tasks:
         rows = {}
         for a in names:

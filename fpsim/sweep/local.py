@@ -5,10 +5,10 @@ from __future__ import annotations
 import concurrent.futures as futures
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 from fpsim._checks import integer
-from fpsim.sweep.run import Run, execute
+from fpsim.sweep.run import Outcome, Run, execute
 
 # Every worker process computes on one thread: parallelism comes from the processes.
 # The workers' Numba and BLAS read these as they start.
@@ -48,7 +48,8 @@ class LocalExecutor:
         return f"LocalExecutor(jobs={self.jobs})"
 
     def results(self, runs: Sequence[Run],
-                on_step: Callable[[Run, int], None] | None = None) -> Iterator[tuple[Run, dict]]:
+                on_step: Callable[[Run, int], None] | None = None,
+                ) -> Generator[tuple[Run, Outcome], None, None]:
         """Compute ``runs``, yielding ``(run, outcome)`` (see ``execute``) as each finishes.
 
         Closing the iterator, or an exception in it (Ctrl-C), starts no further run;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
 
 
 class Progress:
@@ -22,7 +23,8 @@ class Progress:
         Characters of the bar.
     """
 
-    def __init__(self, total: int, label: str, stream=None, width: int = 30):
+    def __init__(self, total: int, label: str, stream: TextIO | None = None,
+                 width: int = 30):
         self.total = max(int(total), 1)
         self.label = label
         self.stream = sys.stderr if stream is None else stream

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def package_code() -> str:
                                  path.read_bytes())))
 
 
-def identity() -> dict:
+def identity() -> dict[str, str]:
     """fpsim's version and source digest and NumPy's version, in this process.
 
     Returns
@@ -49,7 +50,7 @@ def identity() -> dict:
     return dict(version=version(), code=package_code(), numpy=np.__version__)
 
 
-def mismatch(theirs: dict, ours: dict) -> str | None:
+def mismatch(theirs: dict[str, Any], ours: dict[str, str]) -> str | None:
     """What differs between two ``identity()`` results, in words, or None.
 
     Examples
@@ -68,7 +69,7 @@ class ProvenanceMismatch(RuntimeError):
     """A worker runs another fpsim or NumPy than the client: its results are refused."""
 
 
-def check_worker(worker: str, theirs: dict | None) -> None:
+def check_worker(worker: str, theirs: dict[str, Any] | None) -> None:
     """Refuse a worker whose ``identity()`` differs from this process's.
 
     Parameters

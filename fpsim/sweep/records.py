@@ -4,18 +4,21 @@ record of a run that failed (raised) instead of finishing."""
 from __future__ import annotations
 
 import math
+from typing import Any, TypeAlias
 
 # Every run record has these keys (and may have more: diverged_at, skipped_steps, ...).
 RUN_KEYS = ("task", "policy", "seed", "metric", "value", "diverged", "steps", "curve")
 CURVE_KEYS = ("step", "loss", "metric", "loss_scale", "skipped", "absorbed", "flushed")
+# A run record: JSON, as results.json holds it.
+Record: TypeAlias = dict[str, Any]
 
 
-def _number_or_none(value) -> bool:
+def _number_or_none(value: object) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
                              and math.isfinite(value))
 
 
-def failed(task: str, policy: str, seed: int, metric: str, error: str) -> dict:
+def failed(task: str, policy: str, seed: int, metric: str, error: str) -> Record:
     """The record of a run that raised: no value, no curve, and the traceback.
 
     Parameters
@@ -38,7 +41,7 @@ def failed(task: str, policy: str, seed: int, metric: str, error: str) -> dict:
                 diverged=False, diverged_at=None, steps=0, curve=[], failed=True, error=error)
 
 
-def check_run(run: dict) -> None:
+def check_run(run: Record) -> None:
     """Check a run record against the schema.
 
     Parameters

@@ -7,14 +7,22 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from fpsim.sweep import provenance
 from fpsim.sweep.ablation import Ablation
-from fpsim.sweep.records import failed
+from fpsim.sweep.records import Record, failed
 from fpsim.sweep.task import Task
 
 # Seeds are at most 32 bits (NumPy's and fpsim's generators take them).
 SEED_LIMIT = 2**32 - 1
+
+
+class Outcome(TypedDict):
+    """What an executor's job returns: the record, and who computed it."""
+
+    record: Record
+    identity: dict[str, str] | None
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,7 @@ class Run:
         """``task-ablation-seedN``: the run's name in progress lines and cache files."""
         return f"{self.task.name}-{self.ablation.name}-seed{self.seed}"
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         """Everything that determines the run's record: its cache key.
 
         Returns
@@ -64,7 +72,7 @@ def one_thread() -> Iterator[None]:
             numba.set_num_threads(before)
 
 
-def execute(run: Run, progress: Callable[[int], None] | None = None) -> dict:
+def execute(run: Run, progress: Callable[[int], None] | None = None) -> Outcome:
     """Train ``run`` on one thread: an executor's job, in a worker or in this process.
 
     Parameters
@@ -89,4 +97,4 @@ def execute(run: Run, progress: Callable[[int], None] | None = None) -> dict:
     except Exception:
         record = failed(run.task.name, run.ablation.name, run.seed, run.task.metric,
                         traceback.format_exc())
-    return dict(record=record, identity=provenance.identity())
+    return Outcome(record=record, identity=provenance.identity())

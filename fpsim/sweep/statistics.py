@@ -4,14 +4,17 @@ worse than another beyond seed noise (the verdicts of a sweep and of the studies
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+
+from fpsim.sweep.records import Record
 
 # A difference "clearly beyond seed noise" exceeds this many seed-to-seed spreads.
 NOISE_FACTOR = 3.0
 
 
-def summary(runs: list[dict], task: str, policy: str) -> dict:
+def summary(runs: list[Record], task: str, policy: str) -> dict[str, Any]:
     """Mean and spread (sample standard deviation) of the final metric over seeds.
 
     Parameters
@@ -39,7 +42,7 @@ def summary(runs: list[dict], task: str, policy: str) -> dict:
     )
 
 
-def compare(a: dict, b: dict, higher_is_better: bool) -> dict:
+def compare(a: dict[str, Any], b: dict[str, Any], higher_is_better: bool) -> dict[str, Any]:
     """How much worse ``a`` is than ``b`` (two summaries), in units of seed spread.
 
     ``worse_by``: the difference of the means of the runs that did not diverge,
@@ -76,7 +79,7 @@ def compare(a: dict, b: dict, higher_is_better: bool) -> dict:
                 verdict=verdict + note)
 
 
-def summary_text(row: dict) -> str:
+def summary_text(row: dict[str, Any]) -> str:
     """A summary (see ``summary``) as a table cell: mean ± spread, and diverged runs."""
     if row["mean"] is None:
         return "diverged" if row["diverged"] else "n/a"
@@ -88,7 +91,7 @@ def summary_text(row: dict) -> str:
     return text
 
 
-def comparison_cells(verdict: dict) -> list[str]:
+def comparison_cells(verdict: dict[str, Any]) -> list[str]:
     """A comparison (see ``compare``) as three table cells: worse by, in spreads, verdict
     (empty where there is none)."""
     worse, spreads = verdict.get("worse_by"), verdict.get("spreads")

@@ -10,14 +10,16 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fpsim._checks import boolean, integer, real
 from fpsim.sweep.cache import digest
 
 if TYPE_CHECKING:
+    from fpsim.autograd.tensor import Tensor
     from fpsim.nn.module import Module
     from fpsim.optim.optimizer import Optimizer
+    from fpsim.precision.policy import Policy
 
 # Keys of a run's cache key that a task's own configuration may not take.
 RESERVED = frozenset({"task", "steps", "eval_every", "clip_norm", "task_code", "code", "seed",
@@ -45,9 +47,9 @@ class Setup:
 
     model: Module
     optimizer: Optimizer
-    batches: Iterable
-    loss: Callable
-    evaluate: Callable
+    batches: Iterable[Any]
+    loss: Callable[[Module, Any], Tensor]
+    evaluate: Callable[[Module, Policy], float]
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ class Task:
     metric: str = "metric"
     higher_is_better: bool = True
     clip_norm: float | None = None
-    config: Mapping = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -123,7 +125,7 @@ class Task:
             raise ValueError(f"{where}: config must hold JSON values, finite numbers "
                              f"only: {exc}") from None
 
-    def key(self) -> dict:
+    def key(self) -> dict[str, Any]:
         """Everything of the task that determines a run (part of its cache key).
 
         Returns
@@ -143,7 +145,7 @@ class Task:
                     **self.config)
 
 
-def source_digest(function: Callable, name: str = "") -> str:
+def source_digest(function: Callable[..., Any], name: str = "") -> str:
     """A digest of the source of the module (or script) that defines ``function``, and of
     the function's qualified name.
 

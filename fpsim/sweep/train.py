@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from fpsim.sweep.ablation import Ablation
+from fpsim.sweep.records import Record
 from fpsim.sweep.task import Setup, Task
-from fpsim.training import Trainer
+from fpsim.training import StepReport, Trainer
 
 # A run has diverged when its loss stays non-finite this many steps in a row (a
 # dynamic loss scale skips a few overflowing steps and recovers; this long, it has not).
@@ -29,8 +31,9 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def train(task: Task, ablation: Ablation, seed: int, *, on_step: Callable | None = None,
-          progress: Callable[[int], None] | None = None) -> dict:
+def train(task: Task, ablation: Ablation, seed: int, *,
+          on_step: Callable[[int, Trainer, StepReport, Any], None] | None = None,
+          progress: Callable[[int], None] | None = None) -> Record:
     """Train one run of ``task`` under ``ablation`` from ``seed``.
 
     Parameters
@@ -62,10 +65,10 @@ def train(task: Task, ablation: Ablation, seed: int, *, on_step: Callable | None
     model = setup.model
     trainer = Trainer(model, setup.optimizer, policy, loss_scale=ablation.loss_scale,
                       clip_norm=task.clip_norm)
-    curve: list[dict] = []
-    scales: list[list] = []  # [step, scale] where the loss scale changed
+    curve: list[dict[str, Any]] = []
+    scales: list[list[float]] = []  # [step, scale] where the loss scale changed
     skipped_at: list[int] = []
-    window: list = []
+    window: list[StepReport] = []
     nonfinite = 0
     diverged_at = None
     start = time.perf_counter()
@@ -105,7 +108,7 @@ def train(task: Task, ablation: Ablation, seed: int, *, on_step: Callable | None
     )
 
 
-def _point(step: int, window: list, metric: float | None) -> dict:
+def _point(step: int, window: list[StepReport], metric: float | None) -> dict[str, Any]:
     """A curve point summarising the steps since the last one."""
     applied = [r for r in window if not r.skipped]
     return dict(
