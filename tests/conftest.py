@@ -15,6 +15,22 @@ CPU_BACKENDS = ["numpy", "numba"]
 BACKENDS = [*CPU_BACKENDS, pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Start the CUDA checks' subprocesses early when their tests are to run."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__ == "test_cuda_backend":
+            module.start_checks()
+            config._cuda_checks = module
+            break
+
+
+def pytest_sessionfinish(session):
+    module = getattr(session.config, "_cuda_checks", None)
+    if module is not None:
+        module.stop_checks()
+
+
 @functools.cache
 def gpu_missing():
     from fpsim.backends import gpu_missing

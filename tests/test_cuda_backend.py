@@ -9,8 +9,13 @@
   (tests/cuda_compile_check.py).
 - Both checks must catch a planted bug: an off-by-one in launch bounds, contraction
   left on.
+
+The four subprocesses take minutes of one core each; when this module is collected
+they start at once, one after another on a background thread (``start_checks``,
+called by conftest.py), so that they run beside the rest of the suite.
 """
 
+import concurrent.futures
 import importlib.util
 import os
 import subprocess
@@ -27,13 +32,59 @@ needs_numba_cuda = pytest.mark.skipif(
 )
 
 
-def run(script: str, *args: str, simulator: bool = False, timeout: int = 900):
+_running: list[subprocess.Popen] = []
+
+
+def _run(script: str, *args: str, simulator: bool = False, timeout: int = 900):
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
-    return subprocess.run([sys.executable, str(HERE / script), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen([sys.executable, str(HERE / script), *args], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        _running.append(process)
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        finally:
+            _running.remove(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+# The checks' subprocesses, longest first: (script, arguments, simulator).
+CHECKS = (
+    ("cuda_compile_check.py", ("--cc", "9.0"), False),
+    ("cuda_parity.py", ("--values", VALUES), True),
+    *(("cuda_parity.py", ("--values", "4", "--plant", bug, "--only", bug), True)
+      for bug in ("elementwise", "accumulate")),
+)
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+_started: dict[tuple, concurrent.futures.Future] = {}
+
+
+def start_checks() -> None:
+    """Queue every check's subprocess on the background thread."""
+    if importlib.util.find_spec("numba_cuda") is not None:
+        for script, args, simulator in CHECKS:
+            run(script, *args, simulator=simulator, wait=False)
+
+
+def stop_checks() -> None:
+    """Drop the checks not yet started and end the one running (the session is over)."""
+    for future in _started.values():
+        future.cancel()
+    for process in list(_running):
+        process.kill()
+
+
+def run(script: str, *args: str, simulator: bool = False, wait: bool = True):
+    """The finished subprocess ``script args`` (started in the background if queued)."""
+    key = (script, args, simulator)
+    if key not in _started:
+        _started[key] = _pool.submit(_run, script, *args, simulator=simulator)
+    return _started[key].result() if wait else None
 
 
 @needs_numba_cuda
