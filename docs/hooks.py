@@ -47,14 +47,18 @@ def _target(obj):
     """What ``obj`` is at run time (None when it cannot be resolved).
 
     An alias is followed to its target. Griffe keeps a submodule ``pkg.f`` where Python
-    binds the function ``f`` of ``from pkg.f import f`` (griffe issue 124), so a module
-    named like one of its own members stands for that member.
+    binds the function ``f`` of ``from pkg.f import f`` (griffe issue 124), so a
+    submodule that its package exports under its name, and that defines a member of
+    that name, stands for that member.
     """
     try:
         obj = obj.final_target if obj.is_alias else obj
     except Exception:  # an alias to something outside the loaded package
         return None
-    if obj.is_module and obj.name in obj.members and not obj.members[obj.name].is_module:
+    parent = obj.parent
+    if (obj.is_module and parent is not None and parent.is_module
+            and parent.exports is not None and obj.name in _exports(parent)
+            and obj.name in obj.members and not obj.members[obj.name].is_module):
         return _target(obj.members[obj.name])
     return obj
 

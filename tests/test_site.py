@@ -159,3 +159,14 @@ def test_a_sphinx_comment_documents_a_constant(tmp_path):
     source = ('"""A package."""\n\n__all__ = ["LIMIT", "BARE"]\n\n'
               '#: The limit.\nLIMIT = 3\n# Not a docstring.\nBARE = 4\n')
     assert check(tmp_path, source) == ["pkg.BARE: no docstring"]
+
+
+def test_a_package_named_like_one_of_its_functions_is_walked(tmp_path):
+    # fpsim.sweep exports the function sweep: the package is still walked, name by name.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "engine.py").write_text('"""A module."""\n\ndef pkg():\n    """Run."""\n')
+    source = ('"""A package."""\n\nfrom pkg.engine import pkg\n\n__all__ = ["pkg", "other"]\n\n'
+              'def other():\n    pass\n')
+    assert check(tmp_path, source) == ["pkg.other: no docstring"]
+    assert "pkg.other: public but not rendered in the API reference" in check(
+        tmp_path, source, anchors={"pkg", "pkg.pkg"})
