@@ -11,6 +11,7 @@ import math
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 from fpsim import nn, no_grad, optim
 from fpsim.data import batches, load_digits
 from fpsim.nn import functional as F
+from fpsim.precision import parse
 from fpsim.reproduce import command
 from fpsim.sweep import (
     ABLATIONS,
@@ -169,9 +171,38 @@ def test_the_cache_key_covers_the_task_its_source_and_the_ablation():
     for other in (Run(tiny(), ABLATIONS["mixed"], 1), Run(tiny(steps=9), ABLATIONS["mixed"], 0),
                   Run(tiny(lr=0.2), ABLATIONS["mixed"], 0),
                   Run(tiny(), ABLATIONS["no_master"], 0),
-                  Run(tiny(), Ablation("mixed", "mixed", 2.0**10), 0)):
+                  Run(tiny(), Ablation("mixed", "mixed", 2.0**10), 0),
+                  Run(tiny(), Ablation("mixed", "mixed", "dynamic",
+                                       update="mixed,rounding=stochastic"), 0)):
         assert other.config() != base
     assert source_digest(build_tiny) != source_digest(tiny)  # another function, same file
+
+
+def test_an_update_policy_rounds_the_weight_update_only(monkeypatch):
+    """``update=``: the optimizer's ``w - u`` under its own policy; the passes keep the run's."""
+    from fpsim.optim import optimizer
+    from fpsim.sweep.train import train
+
+    seen = []
+    real = optimizer.numerics.round
+
+    def spy(value, fmt, policy, *args, **kwargs):
+        seen.append(policy.rounding)
+        return real(value, fmt, policy, *args, **kwargs)
+
+    # The optimizer's roundings only: its module's name for the numerics.
+    namespace = types.SimpleNamespace(**vars(optimizer.numerics))
+    namespace.round = spy
+    monkeypatch.setattr(optimizer, "numerics", namespace)
+    plain = Ablation("p", "bf16,params=bf16")
+    stochastic = Ablation("s", "bf16,params=bf16",
+                          update="bf16,params=bf16,rounding=stochastic,seed=3")
+    records = [train(tiny(steps=4), a, 0) for a in (plain, stochastic, stochastic)]
+    assert set(seen[:len(seen) // 3]) == {"nearest_even"}
+    assert set(seen[len(seen) // 3:]) == {"stochastic"}
+    assert without_time(records[1:2]) == without_time(records[2:])  # seeded: repeatable
+    assert records[0]["curve"] != records[1]["curve"]
+    assert Ablation("a", "mixed", update=parse("bf16")).update == str(parse("bf16"))
 
 
 @pytest.mark.parametrize("make, message", [
@@ -203,6 +234,8 @@ def test_the_cache_key_covers_the_task_its_source_and_the_ablation():
     (lambda p: Ablation("a", "mixed", "static"), "None, 'dynamic' or a number"),
     (lambda p: Ablation("a", "mixed,compute=fp99"), "ablation 'a': "),
     (lambda p: Ablation(" ", "mixed"), "non-empty string"),
+    (lambda p: Ablation("a", "mixed", update="mixed,rounding=sideways"), "ablation 'a': update: "),
+    (lambda p: Ablation("a", "mixed", update=3), "update must be a policy string"),
 ])
 def test_bad_input_is_an_error_naming_the_problem(tmp_path, make, message):
     (tmp_path / "runs.txt").write_text("")
@@ -248,8 +281,10 @@ def test_the_documented_example_runs(tmp_path):
     assert len(list((tmp_path / "my-sweep" / "runs").glob("blobs_mlp-*.json"))) == 9
     verdicts = dict(line.split(" ", 1) for line in out.stdout.splitlines()[-2:])
     assert set(verdicts) == {"no_loss_scaling", "bf16_sr"}
-    assert json.loads(next((tmp_path / "my-sweep" / "runs").glob("*bf16_sr*")).read_text())[
-        "config"]["precision"] == "bf16,params=bf16,rounding=stochastic,seed=0"
+    config = json.loads(next((tmp_path / "my-sweep" / "runs").glob("*bf16_sr*")).read_text())[
+        "config"]
+    assert config["precision"] == "bf16,params=bf16"
+    assert config["update"] == "bf16,params=bf16,rounding=stochastic,seed=0"
 
 
 def test_a_worker_with_another_numpy_or_fpsim_is_named_and_refused():

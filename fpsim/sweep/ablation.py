@@ -47,19 +47,24 @@ class Ablation:
     policy: str
     loss_scale: str | float | None = None
     summary: str = ""
+    update: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError(f"an ablation's name must be a non-empty string, got {self.name!r}")
-        if isinstance(self.policy, Policy):
-            object.__setattr__(self, "policy", str(self.policy))
-        if not isinstance(self.policy, str):
-            raise ValueError(f"ablation {self.name!r}: policy must be a policy string or a "
-                             f"Policy, got {self.policy!r}")
-        try:
-            parse(self.policy)
-        except ValueError as exc:
-            raise ValueError(f"ablation {self.name!r}: {exc}") from None
+        for field_name in ("policy", "update"):
+            value = getattr(self, field_name)
+            if isinstance(value, Policy):
+                object.__setattr__(self, field_name, value := str(value))
+            if value is None and field_name == "update":
+                continue
+            if not isinstance(value, str):
+                raise ValueError(f"ablation {self.name!r}: {field_name} must be a policy "
+                                 f"string or a Policy, got {value!r}")
+            try:
+                parse(value)
+            except ValueError as exc:
+                raise ValueError(f"ablation {self.name!r}: {field_name}: {exc}") from None
         if self.loss_scale is not None and self.loss_scale != "dynamic":
             if isinstance(self.loss_scale, str):
                 raise ValueError(f"ablation {self.name!r}: loss_scale must be None, 'dynamic' "
@@ -74,7 +79,10 @@ class Ablation:
 
     def config(self) -> dict[str, Any]:
         """Everything of the ablation that determines a run (part of its cache key)."""
-        return dict(policy=self.name, precision=self.policy, loss_scale=self.loss_scale)
+        config = dict(policy=self.name, precision=self.policy, loss_scale=self.loss_scale)
+        if self.update is not None:
+            config["update"] = self.update
+        return config
 
 
 ABLATIONS: dict[str, Ablation] = {a.name: a for a in (

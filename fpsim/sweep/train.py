@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim.precision.policy import parse
 from fpsim.sweep.ablation import Ablation
 from fpsim.sweep.records import Record
 from fpsim.sweep.task import Setup, Task
@@ -65,6 +66,8 @@ def train(task: Task, ablation: Ablation, seed: int, *,
     model = setup.model
     trainer = Trainer(model, setup.optimizer, policy, loss_scale=ablation.loss_scale,
                       clip_norm=task.clip_norm)
+    if ablation.update is not None:  # a fresh policy: its stochastic stream starts anew
+        setup.optimizer.policy = parse(ablation.update)
     curve: list[dict[str, Any]] = []
     scales: list[list[float]] = []  # [step, scale] where the loss scale changed
     skipped_at: list[int] = []
