@@ -59,6 +59,11 @@ def as_float_array(x: Any, name: str, device: bool = False) -> Any:
         raise ValueError(f"{name}: expected real numbers, got {_sample(arr)}")
     if arr.dtype.kind == "b":
         raise ValueError(f"{name}: expected floating-point values, got booleans")
+    if arr.dtype.kind == "f":
+        # NumPy turns integers among floats into float64 silently, rounding the large ones.
+        values = np.asarray(x, dtype=object)
+        if any(isinstance(v, numbers.Integral) for v in values.ravel().tolist()):
+            return _exact_float64(values, name)
     return _host_array(arr, name)
 
 

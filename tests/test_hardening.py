@@ -100,7 +100,9 @@ def test_a_tensors_values_are_values_of_its_format():
 
 
 @pytest.mark.parametrize("data", [[2**53 + 1], np.array([2**64 - 1], dtype=np.uint64),
-                                  np.array([2**63 - 1]), [Fraction(1, 3)]])
+                                  np.array([2**63 - 1]), [Fraction(1, 3)],
+                                  # among floats, NumPy would round the integer silently
+                                  [0.5, 2**53 + 1], [[0.5, 1.0], [np.int64(2**60 + 1), 2.0]]])
 def test_tensors_refuse_what_round_refuses(data):
     with pytest.raises(ValueError, match="not exactly representable"):
         fpsim.tensor(data)
