@@ -16,6 +16,7 @@ from fpsim._inputs import (
     result_dtype,
 )
 from fpsim.backends import get_backend
+from fpsim.bits import format_of_dtype
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
 from fpsim.kernels.random import mix64
 from fpsim.kernels.spec import Spec, make_spec
@@ -52,8 +53,12 @@ def elementwise(
     seed: int | None,
     random_bits: int | None,
     arithmetic: bool,
+    into: Any = None,
 ) -> Any:
-    """Evaluate ``kernel`` over broadcast ``operands``; returns the result (and flags)."""
+    """Evaluate ``kernel`` over broadcast ``operands``; returns the result (and flags).
+
+    ``into``: an array the result is written to, and returned (``round``'s ``out``).
+    """
     fmt = as_format(fmt)
     spec = make_spec(fmt, rounding, subnormals, saturate, random_bits)
     flags = boolean(flags, "flags")
@@ -66,18 +71,61 @@ def elementwise(
     xp = array_module(arrays.values())
     shape = broadcast(arrays)
     dtype = result_dtype(*arrays.values(), fmt.dtype)
-    work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
-    out = xp.empty(shape, dtype=work)
+    flat = [flat_operand(a, shape, xp) for a in arrays.values()]
+    direct = into is not None and _direct(_check_into(into, shape, fmt, xp), flat, xp)
+    if direct:
+        out = into
+    else:
+        work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+        out = xp.empty(shape, dtype=work)
     flag_out = xp.zeros(shape, dtype=np.uint8) if flags else None
-    bad = run(kernel, [flat_operand(a, shape, xp) for a in arrays.values()], out, flag_out, spec,
-              seed, check=arithmetic)
+    bad = run(kernel, flat, out, flag_out, spec, seed, check=arithmetic)
     if bad:
         _raise_unrepresentable(get_backend(), arrays, spec, fmt, xp)
+    if into is not None:
+        if not direct:
+            xp.copyto(into, out, casting="unsafe")  # exact: values of fmt, a dtype holding them
+        return (into, flag_out) if flags else into
     result = out.astype(dtype, copy=False)
     if all(a.ndim == 0 for a in arrays.values()):
         result = result[()]
         flag_out = None if flag_out is None else flag_out[()]
     return (result, flag_out) if flags else result
+
+
+def _check_into(into: Any, shape: tuple[int, ...], fmt: Format, xp: ModuleType) -> Any:
+    """``into`` if the result can be written to it exactly; ValueError naming the problem."""
+    kind = "a CuPy array (the cupy backend)" if xp is not np else "a NumPy array"
+    if not isinstance(into, xp.ndarray):
+        raise ValueError(f"out must be {kind}, got {type(into).__name__}")
+    if into.shape != shape:
+        raise ValueError(f"out has shape {into.shape}; the result's shape is {shape}")
+    holds = into.dtype in (np.float32, np.float64) and np.can_cast(fmt.dtype, into.dtype)
+    if not holds and format_of_dtype(into.dtype) != fmt:
+        raise ValueError(f"out's dtype {into.dtype} cannot hold every value of {fmt.name}: use "
+                         f"float64, float32 (for formats within binary32) or a dtype of "
+                         f"exactly {fmt.name}")
+    if not into.flags.writeable:
+        raise ValueError("out is read-only")
+    return into
+
+
+def _direct(into: Any, flat: list[Any], xp: ModuleType) -> bool:
+    """Whether the kernel can write ``into`` in place: contiguous float32/float64 that no
+    operand overlaps, or that is exactly an operand (each element read before written)."""
+    if into.dtype not in (np.float32, np.float64) or not into.flags.c_contiguous:
+        return False
+    target = into.reshape(-1)
+    for operand in flat:
+        if xp.may_share_memory(operand, target) and not (
+                _address(operand, xp) == _address(target, xp)
+                and operand.dtype == target.dtype and operand.strides == target.strides):
+            return False
+    return True
+
+
+def _address(x: Any, xp: ModuleType) -> int:
+    return int(x.data.ptr) if xp is not np else int(x.ctypes.data)
 
 
 def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarray | None,

@@ -35,11 +35,13 @@ def round(x: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool =
 @overload
 def round(x: Scalar, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
           saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
-          flags: bool = ..., dtype: npt.DTypeLike | None = ...) -> Any: ...
+          flags: bool = ..., dtype: npt.DTypeLike | None = ...,
+          out: Any = ...) -> Any: ...
 @overload
 def round(x: Values, fmt: FormatLike, rounding: str = ..., *, subnormals: bool = ...,
           saturate: bool = ..., seed: int | None = ..., random_bits: int | None = ...,
-          flags: bool = ..., dtype: npt.DTypeLike | None = ...) -> Any: ...
+          flags: bool = ..., dtype: npt.DTypeLike | None = ...,
+          out: Any = ...) -> Any: ...
 def round(
     x: Values | Scalar,
     fmt: FormatLike,
@@ -51,6 +53,7 @@ def round(
     random_bits: int | None = None,
     flags: bool = False,
     dtype: npt.DTypeLike | None = None,
+    out: Any = None,
 ) -> Any:
     """Round values to a format.
 
@@ -90,11 +93,18 @@ def round(
         ``ml_dtypes.float8_e4m3fn`` for fp8_e4m3, ...). By default the dtype
         is NumPy's promotion of the input's dtype and ``fmt.dtype`` (Python
         numbers count as float64).
+    out : numpy.ndarray, optional
+        An array to write the result to, and return, instead of a new one (as
+        NumPy's ``out``): of the result's shape, of dtype float64, float32 (for
+        formats within binary32) or one holding exactly ``fmt`` (``np.float16``
+        for fp16, ...), writeable; it may be ``x`` itself (rounding in place).
+        A CuPy array with the ``cupy`` backend. Not with ``dtype``.
 
     Returns
     -------
     numpy.ndarray or numpy scalar
-        The rounded values, in the shape of ``x`` (a NumPy scalar for a scalar).
+        The rounded values, in the shape of ``x`` (a NumPy scalar for a scalar);
+        ``out`` itself when given.
     flags : numpy.ndarray of uint8 or numpy.uint8
         Only with ``flags=True``, as ``(values, flags)``: the bitwise or of
         ``fpsim.INEXACT``, ``UNDERFLOW``, ``OVERFLOW`` and ``INVALID`` for each element.
@@ -104,7 +114,9 @@ def round(
     ValueError
         An unknown format or rounding mode; a value fpsim cannot take exactly;
         a ``seed``, ``random_bits`` or flag argument out of range or of the
-        wrong type; a ``dtype`` that does not hold exactly ``fmt``'s values.
+        wrong type; a ``dtype`` that does not hold exactly ``fmt``'s values; an
+        ``out`` of another shape, a dtype that cannot hold the values, read-only,
+        or given with ``dtype``.
 
     Examples
     --------
@@ -122,10 +134,18 @@ def round(
     ['inexact', 'inexact|overflow']
     >>> float(fpsim.round(0.1, "bf16", "stochastic", seed=0))
     0.099609375
+    >>> import numpy as np
+    >>> w = np.array([0.1, 1e-8], dtype=np.float32)
+    >>> fpsim.round(w, "fp16", out=w) is w  # in place
+    True
+    >>> w.tolist()
+    [0.0999755859375, 0.0]
     """
+    if out is not None and dtype is not None:
+        raise ValueError("give dtype or out, not both: out's dtype is the result's")
     result = elementwise(
         "round_value", {"x": x}, fmt, rounding, subnormals=subnormals, saturate=saturate,
-        flags=flags, seed=seed, random_bits=random_bits, arithmetic=False,
+        flags=flags, seed=seed, random_bits=random_bits, arithmetic=False, into=out,
     )
     if dtype is None:
         return result
