@@ -1,8 +1,9 @@
 """Rounding float32 to binary16 by the CPU's own conversion (fpsim.backends.numba_half).
 
-The Numba backend hands ``round(float32, "fp16")`` to nearest-even, with
-subnormals and without flags or saturation, to the float32-to-binary16 conversion
-(F16C's ``vcvtps2ph``, or AVX512-FP16's). Its results are checked against the exact
+The Numba backend hands ``round(float32, "fp16")`` to nearest-even (and, on x86,
+toward_zero, up and down), with subnormals and without flags or saturation, to the
+float32-to-binary16 conversion (F16C's ``vcvtps2ph``, or AVX512-FP16's, whose
+immediate gives the direction). Its results are checked against the exact
 rational reference on every binary16 value, midpoint and neighbour, and against the
 NumPy reference backend on random binary32 encodings of every class; its probes are
 checked against the exact reference too. FPSIM_EXHAUSTIVE_FLOAT32=1 also rounds all
@@ -21,6 +22,12 @@ from fpsim.backends import backend, get_backend, numba_backend, numba_half
 
 HERE = numba_half.compiled_for()
 needs_half = pytest.mark.skipif(HERE is None, reason="no binary16 conversion for Numba here")
+MODES = list(numba_half.ROUND_PROBES)
+
+
+def offered(mode: str) -> None:
+    if HERE is None or mode not in numba_half.HalfAccumulation(HERE, "test").modes():
+        pytest.skip(f"the CPU's conversion does not round {mode} here")
 
 
 def large(x: np.ndarray) -> np.ndarray:
@@ -34,24 +41,26 @@ def taken(monkeypatch):
     calls = []
     real = numba_half.HalfAccumulation.round
 
-    def spy(self, x, out):
-        calls.append(real(self, x, out))
+    def spy(self, x, out, mode="nearest_even"):
+        calls.append(real(self, x, out, mode))
         return calls[-1]
 
     monkeypatch.setattr(numba_half.HalfAccumulation, "round", spy)
     return calls
 
 
-def test_the_probes_are_ieee_binary16_rounding():
+@pytest.mark.parametrize("mode", MODES)
+def test_the_probes_are_ieee_binary16_rounding(mode):
     """Each probe's expected result is the exact reference's, not the hardware's."""
-    for x, want in numba_half.ROUND_PROBES:
+    for x, want in numba_half.ROUND_PROBES[mode]:
         value = float(np.uint32(x).view(np.float32))
-        rounded, _ = ref_round(value, "fp16")
-        assert np.float32(rounded).view(np.uint32) == want, hex(x)
+        rounded, _ = ref_round(value, "fp16", mode)
+        assert np.float32(rounded).view(np.uint32) == want, f"{mode} {x:#x}"
 
 
-@needs_half
-def test_every_binary16_value_midpoint_and_neighbour_against_the_exact_reference(taken):
+@pytest.mark.parametrize("mode", MODES)
+def test_every_binary16_value_midpoint_and_neighbour_against_the_exact_reference(taken, mode):
+    offered(mode)
     h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     v = h[np.isfinite(h)].astype(np.float32)
     with np.errstate(all="ignore"):
@@ -63,21 +72,22 @@ def test_every_binary16_value_midpoint_and_neighbour_against_the_exact_reference
         np.float32([np.inf, -np.inf, 1e-45, -1e-45, 3.4028235e38, 2.0**-25, 2.0**-26]),
     ])
     with backend("numba"):
-        got = fpsim.round(x, "fp16")
-    want = np.float32([ref_round(float(value), "fp16")[0] for value in x])
+        got = fpsim.round(x, "fp16", mode)
+    want = np.float32([ref_round(float(value), "fp16", mode)[0] for value in x])
     assert taken == [True]
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@needs_half
-def test_random_encodings_against_the_numpy_backend(taken):
+@pytest.mark.parametrize("mode", MODES)
+def test_random_encodings_against_the_numpy_backend(taken, mode):
+    offered(mode)
     x = float32_inputs("fp16", np.random.default_rng(5), n=200_000)
     with backend("numba"):
-        got = fpsim.round(x, "fp16")
+        got = fpsim.round(x, "fp16", mode)
     with backend("numpy"):
-        want = fpsim.round(x, "fp16")
+        want = fpsim.round(x, "fp16", mode)
     assert taken == [True]
-    assert_same(got, want, "fp16 nearest_even")  # NaN for NaN: payloads are free
+    assert_same(got, want, f"fp16 {mode}")  # NaN for NaN: payloads are free
 
 
 @needs_half
@@ -89,7 +99,8 @@ def test_only_what_the_conversion_computes_exactly_takes_it(taken):
         fpsim.round(x, "fp16", flags=True)  # flags: the software rounding owns them
         fpsim.round(x, "fp16", saturate=True)
         fpsim.round(x, "fp16", subnormals=False)
-        fpsim.round(x, "fp16", "toward_zero")
+        for mode in ("nearest_away", "odd", "stochastic"):  # no instruction rounds so
+            fpsim.round(x, "fp16", mode)
         fpsim.round(x.astype(np.float64), "fp16")  # float64 in and out
         fpsim.round(x, "bf16")
         name = get_backend().kernel_name
@@ -102,9 +113,9 @@ def test_only_what_the_conversion_computes_exactly_takes_it(taken):
 
 @needs_half
 def test_a_refused_environment_falls_back_to_the_software_rounding(monkeypatch, taken):
-    wrong = list(numba_half.ROUND_PROBES)
+    wrong = list(numba_half.ROUND_PROBES["nearest_even"])
     wrong[0] = (wrong[0][0], 0x3F802000)  # as if ties went up
-    monkeypatch.setattr(numba_half, "ROUND_PROBES", tuple(wrong))
+    monkeypatch.setitem(numba_half.ROUND_PROBES, "nearest_even", tuple(wrong))
     x = large(np.float32([1 + 2.0**-11, 2.0**-25, 65520.0]))
     with backend("numba"):
         got = fpsim.round(x, "fp16")
@@ -112,14 +123,15 @@ def test_a_refused_environment_falls_back_to_the_software_rounding(monkeypatch, 
     assert np.array_equal(got[:3], np.float32([1.0, 0.0, np.inf]))
 
 
-@needs_half
-def test_large_arrays_round_in_parallel_and_agree():
+@pytest.mark.parametrize("mode", ["nearest_even", "up"])
+def test_large_arrays_round_in_parallel_and_agree(mode):
+    offered(mode)
     x = np.resize(float32_inputs("fp16", np.random.default_rng(9)),
                   numba_half.PARALLEL_CONVERSION * 4)
     with backend("numba"):
-        got = fpsim.round(x, "fp16")
+        got = fpsim.round(x, "fp16", mode)
     with backend("numpy"):
-        want = fpsim.round(x, "fp16")
+        want = fpsim.round(x, "fp16", mode)
     assert_same(got, want, "parallel")
 
 
@@ -138,15 +150,16 @@ def test_the_compiled_arithmetic_is_asked_of_llvm(monkeypatch, target):
 
 @pytest.mark.skipif(os.environ.get("FPSIM_EXHAUSTIVE_FLOAT32") != "1",
                     reason="all 2**32 binary32 inputs take minutes: FPSIM_EXHAUSTIVE_FLOAT32=1")
-@needs_half
-def test_every_binary32_encoding(taken):
+@pytest.mark.parametrize("mode", MODES)
+def test_every_binary32_encoding(taken, mode):
     """The conversion against the software rounding of the same values in float64."""
+    offered(mode)
     step = 1 << 26
     for start in range(0, 1 << 32, step):
         x32 = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32).view(np.float32)
         with backend("numba"):
-            got = fpsim.round(x32, "fp16")
-            want = np.asarray(fpsim.round(x32.astype(np.float64), "fp16"), np.float32)
+            got = fpsim.round(x32, "fp16", mode)
+            want = np.asarray(fpsim.round(x32.astype(np.float64), "fp16", mode), np.float32)
         nan = np.isnan(want)
         assert np.array_equal(np.isnan(got), nan)
         same = got.view(np.uint32) == want.view(np.uint32)
@@ -162,7 +175,7 @@ def test_the_benchmark_names_the_conversion_and_the_target(monkeypatch):
     rows = run(n=numba_backend.HALF_ROUND_FROM, repeats=1, backend="numba")
     kernels = {(r[0], r[1]): r[2] for r in rows}
     assert kernels["round nearest_even", "fp16"] == HERE
-    assert kernels["round toward_zero", "fp16"] == kernels["round nearest_even", "bf16"] == (
+    assert kernels["round nearest_away", "fp16"] == kernels["round nearest_even", "bf16"] == (
         "binary32")
     assert compiled_for() == f"Numba target: host; binary16 arithmetic: {HERE}"
     monkeypatch.setattr(numba_half.numba.config, "CPU_NAME", "x86-64")

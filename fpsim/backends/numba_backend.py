@@ -78,6 +78,9 @@ KERNELS_IN_LOOPS = (
 # Binary16, nearest_even, subnormals: the accumulations numba_half runs in hardware
 # (any number of random bits: they are not drawn).
 HALF_SPEC = make_spec(preset("fp16"), "nearest_even", True, False, None)
+# The fp16 roundings (subnormals, no saturation) the CPU's conversion may do (numba_half).
+HALF_ROUNDINGS = {make_spec(preset("fp16"), mode, True, False, None)._replace(
+    rbits=HALF_SPEC.rbits): mode for mode in ("nearest_even", *numba_half.DIRECTED)}
 
 # Float32 arrays at least this long round to binary16 (nearest_even, subnormals, no flags)
 # by the CPU's conversion, when it has one (numba_half); shorter ones are not worth its probes.
@@ -160,18 +163,25 @@ class Backend:
                     check: bool = False, size: int = HALF_ROUND_FROM) -> str:
         """What ``apply`` computes ``kernel`` with: the CPU's binary16 conversion (its kind,
         ``"f16c"`` or ``"native"``), or the encoding of the software rounding."""
-        if (self.half and kernel == "round_value" and not flags and not check
-                and size >= HALF_ROUND_FROM and x_dtype == np.float32
-                and out_dtype == np.float32 and spec._replace(rbits=HALF_SPEC.rbits) == HALF_SPEC):
+        if self._half_mode(kernel, x_dtype, out_dtype, spec, flags, check, size):
             return self.half.kind
         return self.encoding(kernel, x_dtype, out_dtype, spec, check).name
+
+    def _half_mode(self, kernel, x_dtype, out_dtype, spec, flags, check, size) -> str | None:
+        """The rounding mode to give the CPU's binary16 conversion, if it computes this call:
+        float32 in and out, fp16 with subnormals and without saturation or flags."""
+        if (not self.half or kernel != "round_value" or flags or check
+                or size < HALF_ROUND_FROM or x_dtype != np.float32 or out_dtype != np.float32):
+            return None
+        mode = HALF_ROUNDINGS.get(spec._replace(rbits=HALF_SPEC.rbits))
+        return mode if mode in self.half.modes() else None
 
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
         """``hot``: a call repeated with this spec (a training run): compile for it at any size."""
         x = operands[0]
-        if (self.kernel_name(kernel, x.dtype, out.dtype, spec, flags=flags is not None,
-                             check=check, size=out.size) == getattr(self.half, "kind", None)
-                and self.half.round(x, out)):
+        mode = self._half_mode(kernel, x.dtype, out.dtype, spec, flags is not None, check,
+                               out.size)
+        if mode is not None and self.half.round(x, out, mode):
             return 0
         y = operands[1] if len(operands) > 1 else x
         z = operands[2] if len(operands) > 2 else x

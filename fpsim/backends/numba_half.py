@@ -22,10 +22,11 @@ zero), so a changed floating-point environment falls back to the generic
 loops instead of giving wrong bits. Rows whose result is not finite are
 recomputed by the generic loops (they own the IEEE special cases and flags).
 
-Rounding float32 to binary16 with ``nearest_even`` and subnormals, without flags
-or saturation, is the CPU's float32-to-binary16 conversion (IEEE 754-2019 5.4.2,
-``formatOf`` conversion, rounding by the default attribute) and its exact way back:
-no software rounding at all. Probes guard it the same way (``round_sound``).
+Rounding float32 to binary16 with ``nearest_even`` (on x86 also ``toward_zero``,
+``up`` and ``down``, the direction being the instruction's immediate) and
+subnormals, without flags or saturation, is the CPU's float32-to-binary16
+conversion (IEEE 754-2019 5.4.2, ``formatOf`` conversion) and its exact way back:
+no software rounding at all. Probes guard each mode the same way (``round_sound``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from fpsim.backends._instantiate import clone
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
 
-STEP = None
+STEP = TO_HALF = None
 ROUNDED = False
 TILE_ROWS = 4
 TILE_COLS = 512
@@ -160,9 +161,34 @@ def _from_half(h, out):
 
 
 def _round(x, out):
-    """``out``: the float32 values ``x`` rounded to binary16 (to nearest, ties to even)."""
+    """``out``: the float32 values ``x`` rounded to binary16 by ``TO_HALF``."""
     for i in prange(x.size):
-        out[i] = _half_f32(_f32_half(x[i]))
+        out[i] = _half_f32(TO_HALF(x[i]))
+
+
+# The rounding-direction immediates of x86's float32-to-binary16 conversion (VCVTPS2PH
+# imm8[1:0], Intel SDM): IEEE 754-2019 4.3.2's directed roundings, overflow included.
+DIRECTED = {"down": 1, "up": 2, "toward_zero": 3}
+
+
+def _f32_half_directed(rc: int):
+    """binary32 to binary16 bits rounded in direction ``rc`` (x86 only)."""
+    @intrinsic
+    def convert(typingctx, x):
+        def codegen(context, builder, signature, args):
+            four = ir.VectorType(ir.FloatType(), 4)
+            vector = builder.insert_element(ir.Constant(four, ir.Undefined), args[0],
+                                            ir.Constant(ir.IntType(32), 0))
+            fn = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(ir.VectorType(ir.IntType(16), 8), [four, ir.IntType(32)]),
+                "llvm.x86.vcvtps2ph.128")
+            halves = builder.call(fn, [vector, ir.Constant(ir.IntType(32), rc)])
+            return builder.extract_element(halves, ir.Constant(ir.IntType(32), 0))
+
+        return types.uint16(types.float32), codegen
+
+    return convert
 
 
 _STEPS = {"native": _fma_native, "f16c": _fma_f16c}
@@ -179,20 +205,47 @@ PROBES = (
 )
 
 
-# (binary32 input, IEEE binary16 rounding to nearest-even of it, as binary32) as bits.
-ROUND_PROBES = (
-    (0x3F801000, 0x3F800000),  # 1 + 2**-11: a tie goes to even (down)
-    (0x3F803000, 0x3F804000),  # 1 + 3 * 2**-11: a tie goes to even (up)
-    (0x3F801001, 0x3F802000),  # just above a tie: up, not toward zero
-    (0xBF801001, 0xBF802000),  # the same, negative: not toward +inf
-    (0x33800000, 0x33800000),  # 2**-24, the least subnormal: not flushed
-    (0x33000000, 0x00000000),  # 2**-25, a tie between 0 and 2**-24: to even (0)
-    (0x33400000, 0x33800000),  # 3 * 2**-26: above that tie, up to 2**-24
-    (0x80000001, 0x80000000),  # a binary32 subnormal: -0 (treated as zero or not)
-    (0x477FEFFF, 0x477FE000),  # just below 65520: the largest binary16 value, 65504
-    (0x477FF000, 0x7F800000),  # 65520, the overflow threshold: infinity
-    (0xFF800000, 0xFF800000),  # -inf
-)
+# (binary32 input, its IEEE binary16 rounding, as binary32) as bits, for each mode.
+ROUND_PROBES = {
+    "nearest_even": (
+        (0x3F801000, 0x3F800000),  # 1 + 2**-11: a tie goes to even (down)
+        (0x3F803000, 0x3F804000),  # 1 + 3 * 2**-11: a tie goes to even (up)
+        (0x3F801001, 0x3F802000),  # just above a tie: up, not toward zero
+        (0xBF801001, 0xBF802000),  # the same, negative: not toward +inf
+        (0x33800000, 0x33800000),  # 2**-24, the least subnormal: not flushed
+        (0x33000000, 0x00000000),  # 2**-25, a tie between 0 and 2**-24: to even (0)
+        (0x33400000, 0x33800000),  # 3 * 2**-26: above that tie, up to 2**-24
+        (0x80000001, 0x80000000),  # a binary32 subnormal: -0 (treated as zero or not)
+        (0x477FEFFF, 0x477FE000),  # just below 65520: the largest binary16 value, 65504
+        (0x477FF000, 0x7F800000),  # 65520, the overflow threshold: infinity
+        (0xFF800000, 0xFF800000),  # -inf
+    ),
+    "toward_zero": (
+        (0x3F801FFF, 0x3F800000),  # just below 1 + 2**-10: truncated
+        (0xBF801FFF, 0xBF800000),  # the same, negative
+        (0x337FFFFF, 0x00000000),  # just below 2**-24: zero, not flushed later
+        (0x33BFFFFF, 0x33800000),  # just below 1.5 * 2**-24: the least subnormal
+        (0x477FFFFF, 0x477FE000),  # beyond 65504: 65504, no overflow to infinity
+        (0xFF7FFFFF, 0xC77FE000),  # the most negative binary32: -65504
+        (0x7F800000, 0x7F800000),  # inf stays inf
+    ),
+    "up": (
+        (0x3F800001, 0x3F802000),  # just above 1: up
+        (0xBF801FFF, 0xBF800000),  # negative: toward zero
+        (0x00000001, 0x33800000),  # the least binary32 subnormal: 2**-24, not zero
+        (0x80000001, 0x80000000),  # its negative: -0
+        (0x477FE001, 0x7F800000),  # just above 65504: infinity
+        (0xFF7FFFFF, 0xC77FE000),  # the most negative binary32: -65504
+    ),
+    "down": (
+        (0x3F800001, 0x3F800000),  # just above 1: down
+        (0xBF800001, 0xBF802000),  # negative: away from zero
+        (0x00000001, 0x00000000),  # the least binary32 subnormal: +0
+        (0x80000001, 0xB3800000),  # its negative: -2**-24, not -0
+        (0x477FE001, 0x477FE000),  # just above 65504: 65504
+        (0xC77FE001, 0xFF800000),  # just below -65504: -infinity
+    ),
+}
 
 
 # Two functions for LLVM to compile as Numba would: what instructions they become says
@@ -250,13 +303,12 @@ class HalfAccumulation:
         self._conversions = {
             parallel: tuple(numba.njit(parallel=parallel, cache=True)(
                 clone(f, globals(), f"{f.__name__}_{int(parallel)}"))
-                for f in (_to_half, _from_half, _round))
+                for f in (_to_half, _from_half))
             for parallel in (False, True)
         }
 
     def convert(self, size: int):
-        """(to_half, from_half, round) for arrays of ``size`` elements: parallel for large
-        ones."""
+        """(to_half, from_half) for arrays of ``size`` elements: parallel for large ones."""
         return self._conversions[size >= PARALLEL_CONVERSION]
 
     def loop(self, rounded: bool, parallel: bool):
@@ -284,19 +336,35 @@ class HalfAccumulation:
         self.loop(False, False)(p[:, :1], p[:, 1].reshape(-1, 1, 1), p[:, 2:3], got)
         return bool(np.array_equal(got[:, 0], p[:, 3]))
 
-    def round_sound(self) -> bool:
-        """The rounding probes: the compiled conversion rounds as IEEE does, here and now."""
-        p = np.array(ROUND_PROBES, dtype=np.uint32)
+    def modes(self) -> tuple[str, ...]:
+        """The rounding modes the conversion offers here: nearest_even, and on x86 the
+        directed ones (its instruction takes the direction)."""
+        directed = platform.machine().lower() in ("x86_64", "amd64")
+        return ("nearest_even", *DIRECTED) if directed else ("nearest_even",)
+
+    def rounder(self, mode: str, parallel: bool):
+        """The loop rounding float32 to binary16 in ``mode`` (one of ``modes()``)."""
+        key = ("round", mode, parallel)
+        if key not in self._loops:
+            namespace = dict(globals(), TO_HALF=_f32_half if mode == "nearest_even"
+                             else _f32_half_directed(DIRECTED[mode]))
+            self._loops[key] = numba.njit(parallel=parallel, cache=True)(
+                clone(_round, namespace, f"round_{mode}_{int(parallel)}_{self.digest}"))
+        return self._loops[key]
+
+    def round_sound(self, mode: str) -> bool:
+        """The probes of ``mode``: the compiled conversion rounds as IEEE does, here and now."""
+        p = np.array(ROUND_PROBES[mode], dtype=np.uint32)
         got = np.empty(len(p), dtype=np.float32)
-        self.convert(0)[2](p[:, 0].view(np.float32), got)
+        self.rounder(mode, False)(p[:, 0].view(np.float32), got)
         return bool(np.array_equal(got.view(np.uint32), p[:, 1]))
 
-    def round(self, x: np.ndarray, out: np.ndarray) -> bool:
-        """``out`` (float32): the float32 ``x`` rounded to binary16, nearest-even; False (and
+    def round(self, x: np.ndarray, out: np.ndarray, mode: str = "nearest_even") -> bool:
+        """``out`` (float32): the float32 ``x`` rounded to binary16 in ``mode``; False (and
         ``out`` untouched) when the floating-point environment does not allow this path."""
-        if not self.round_sound():
+        if not self.round_sound(mode):
             return False
-        self.convert(x.size)[2](x, out)
+        self.rounder(mode, x.size >= PARALLEL_CONVERSION)(x, out)
         return True
 
     def accumulate(self, A, B, C, out, rounded: bool, parallel: bool) -> np.ndarray | None:
