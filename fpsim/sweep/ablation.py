@@ -30,6 +30,9 @@ class Ablation:
         No loss scaling, PyTorch GradScaler's dynamic scale, or a static scale.
     summary : str
         One line saying what it is.
+    update : str or Policy, optional
+        The policy the optimizer rounds the weight update under, when it is not
+        ``policy`` (e.g. stochastic rounding of bf16 weights, the passes to nearest).
 
     Raises
     ------
@@ -98,6 +101,8 @@ ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
     Ablation("native_fp16", "native_fp16", "dynamic",
              "as mixed, in hardware half precision (NumPy float16) instead of emulation"),
 )}
+"""The paper's ablations, by name: fp32, mixed, no_master, no_loss_scaling, fp16_accum,
+bf16 and native_fp16."""
 
 
 _SHRUNK = re.compile(r"no_loss_scaling@2\^(-[1-9][0-9]*)")

@@ -24,7 +24,18 @@ def key(config: dict[str, Any]) -> str:
 
 
 class Cache:
-    """JSON documents under ``root``, one file per configuration."""
+    """JSON documents under ``root``, one file per configuration.
+
+    Parameters
+    ----------
+    root : Path or str
+        The folder of the documents.
+
+    Attributes
+    ----------
+    root : Path
+        As given.
+    """
 
     def __init__(self, root: Path | str):
         self.root = Path(root)

@@ -27,7 +27,17 @@ class Outcome(TypedDict):
 
 @dataclass(frozen=True)
 class Run:
-    """A task, an ablation and a seed: what determines one run record."""
+    """A task, an ablation and a seed: what determines one run record.
+
+    Parameters
+    ----------
+    task : Task
+        The task.
+    ablation : Ablation
+        The training policy.
+    seed : int
+        The seed ``task.build`` gets.
+    """
 
     task: Task
     ablation: Ablation

@@ -12,6 +12,7 @@ from fpsim.sweep.records import Record
 
 # A difference "clearly beyond seed noise" exceeds this many seed-to-seed spreads.
 NOISE_FACTOR = 3.0
+"""A difference "clearly beyond seed noise" exceeds this many seed-to-seed spreads."""
 
 
 def summary(runs: list[Record], task: str, policy: str) -> dict[str, Any]:
