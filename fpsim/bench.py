@@ -152,6 +152,7 @@ def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> l
         rng = np.random.default_rng(n)
         a = fpsim.round(rng.standard_normal((n, n)), "fp16").astype(np.float32)
         b = fpsim.round(rng.standard_normal((n, n)), "fp16").astype(np.float32)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)  # the same values in float64
         blas = partial(np.matmul, a, b)
         blas()
         time.sleep(0.5)
@@ -160,6 +161,7 @@ def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba") -> l
         cases: tuple[tuple[str, Callable[[], object]], ...] = (
             ("fp16 accum, sequential", partial(fpsim.matmul, a, b, accum="fp16")),
             ("fp32 accum, order=any", partial(fpsim.matmul, a, b, accum="fp32", order="any")),
+            ("fp32 accum, order=any, float64 in", partial(fpsim.matmul, a64, b64, order="any")),
             ("H100 block-FMA model", partial(fpsim.matmul, a, b, model=hw.H100)),
         )
         with fpsim.backend(backend):

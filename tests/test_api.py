@@ -300,5 +300,6 @@ def test_matmul_bench_runs_small():
     from fpsim.bench import run_matmul
 
     rows = run_matmul(sizes=(8,), repeats=1, backend="numpy")
-    assert [r[0] for r in rows][0] == "np.matmul float32" and len(rows) == 4
+    assert [r[0] for r in rows][0] == "np.matmul float32" and len(rows) == 5
+    assert "fp32 accum, order=any, float64 in" in [r[0] for r in rows]
     assert all(r[2] > 0 and r[3] > 0 for r in rows)
