@@ -98,11 +98,11 @@ def _fma_f16c(a, b, c):
     xv = s - y
     yv = s - xv
     e = (x - xv) + (y - yv)
-    # Round to odd: truncate (one unit toward zero where s lies beyond the exact sum: e and
-    # s of opposite signs; e*s cannot underflow, every value here being a multiple of
-    # 2**-48 below 2**33), then set the last bit of an inexact sum.
-    truncated = _f32_bits(s) - np.int32(e * s < 0)
-    return _f32_half(_bits_f32(truncated | np.int32(e != 0)))
+    sb = _f32_bits(s)
+    # Round to odd: an inexact sum whose last bit is even moves one unit toward the exact value.
+    toward = ((sb ^ _f32_bits(e)) >> 31) | np.int32(1)
+    fix = (e != 0) & ((sb & 1) == 0)
+    return _f32_half(_bits_f32(sb + (toward if fix else np.int32(0))))
 
 
 def _loop(A, B, C, out):
