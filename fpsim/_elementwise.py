@@ -105,7 +105,7 @@ def _check_into(into: Any, shape: tuple[int, ...], fmt: Format, xp: ModuleType) 
         raise ValueError(f"out's dtype {into.dtype} cannot hold every value of {fmt.name}: use "
                          f"float64, float32 (for formats within binary32) or a dtype of "
                          f"exactly {fmt.name}")
-    if not into.flags.writeable:
+    if not getattr(into.flags, "writeable", True):  # CuPy's arrays have no such flag
         raise ValueError("out is read-only")
     return into
 
@@ -125,7 +125,9 @@ def _direct(into: Any, flat: list[Any], xp: ModuleType) -> bool:
 
 
 def _address(x: Any, xp: ModuleType) -> int:
-    return int(x.data.ptr) if xp is not np else int(x.ctypes.data)
+    if xp is np:
+        return int(x.ctypes.data)
+    return int(x.__cuda_array_interface__["data"][0])
 
 
 def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarray | None,

@@ -317,6 +317,11 @@ def public_calls(rng) -> list:
                                 stats=True),
         lambda xp: fpsim.sum(xp.asarray(a), axis=1, accum="fp16", c=xp.asarray(np.ones(24))),
         lambda xp: fpsim.dot(xp.asarray(a[0, 0]), xp.asarray(b[:, 0]), accum="bf16", c=1.0),
+        # out=: in place, into another array, into a strided one (through a temporary)
+        lambda xp: (lambda y: fpsim.round(y, "fp16", "up", out=y))(xp.asarray(x.copy())),
+        lambda xp: fpsim.round(xp.asarray(x), "bf16", out=xp.empty(x.shape, np.float32)),
+        lambda xp: fpsim.round(xp.asarray(x), "fp8_e5m2",
+                               out=xp.zeros(2 * x.size, np.float64)[::2]),
     ]
 
 
@@ -345,7 +350,7 @@ def check_bench(report) -> None:
 
     rows = bench.run(n=64, repeats=1, backend="cupy", xp=fake_cupy)
     report.equal("bench rows", len(rows), 2 + 7 * len(bench.ROUND_FORMATS)
-                 + 3 * len(bench.ARITH_FORMATS))
+                 + len(bench.OUT_FORMATS) * len(bench.OUT_MODES) + 3 * len(bench.ARITH_FORMATS))
     report.check("bench figures", all(r[3] > 0 and r[4] > 0 for r in rows), str(rows[:3]))
 
 

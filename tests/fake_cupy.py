@@ -22,6 +22,10 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
     def item(self):
         return self.view(np.ndarray).item()
 
+    @property
+    def flags(self):
+        return _Flags(self.view(np.ndarray))
+
     def __repr__(self):
         return "fake_cupy." + repr(self.view(np.ndarray))
 
@@ -54,6 +58,19 @@ def zeros(shape, dtype=np.float64):
     return _device(np.zeros(shape, dtype))
 
 
+class _Flags:
+    """CuPy's flags: contiguity and ownership, no writeable flag."""
+
+    def __init__(self, a):
+        self.c_contiguous = a.flags.c_contiguous
+        self.f_contiguous = a.flags.f_contiguous
+        self.owndata = a.flags.owndata
+
+    def __getitem__(self, name):
+        return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
+                "OWNDATA": self.owndata}[name]
+
+
 def ones(shape, dtype=np.float64):
     return _device(np.ones(shape, dtype))
 
@@ -74,8 +91,16 @@ def empty_like(a):
     return _device(np.empty_like(_host(a)))
 
 
-def copyto(dst, src):
-    np.copyto(_host(dst), _host(src))
+def zeros_like(a):
+    return _device(np.zeros_like(_host(a)))
+
+
+def copyto(dst, src, casting="same_kind"):
+    np.copyto(_host(dst), _host(src), casting=casting)
+
+
+def may_share_memory(a, b):
+    return np.may_share_memory(_host(a), _host(b))
 
 
 class _Device:
