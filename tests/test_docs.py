@@ -85,6 +85,31 @@ def test_model_docstring_examples(name):
     assert result.attempted > 0 and result.failed == 0
 
 
+# The packages whose public names the API reference renders (tests/test_site.py).
+PUBLIC_PACKAGES = ["fpsim", "fpsim.hw", "fpsim.autograd", "fpsim.nn", "fpsim.nn.functional",
+                   "fpsim.optim", "fpsim.precision", "fpsim.training", "fpsim.compare",
+                   "fpsim.testing", "fpsim.sweep"]
+
+
+def test_every_public_function_has_an_example():
+    """numpydoc: each public function's docstring has Parameters, Returns or Yields, and
+    an example (which the doctests above run)."""
+    import importlib
+    import inspect
+
+    lacking = []
+    for package in PUBLIC_PACKAGES:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj):
+                doc = inspect.getdoc(obj) or ""
+                if ">>>" not in doc or not any(
+                        section in doc for section in ("Parameters", "Returns", "Yields")):
+                    lacking.append(f"{package}.{name}")
+    assert lacking == []
+
+
 def test_import_fpsim_does_not_import_hypothesis():
     code = ("import sys, fpsim, fpsim.testing\n"
             "fpsim.testing.assert_bits_equal([1.0], [1.0], 'fp16')\n"

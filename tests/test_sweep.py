@@ -303,7 +303,7 @@ def test_a_worker_with_another_numpy_or_fpsim_is_named_and_refused():
 
 
 @pytest.mark.parametrize("name", ["ablation", "provenance", "cluster", "local", "executor",
-                                  "task"])
+                                  "task", "statistics", "records", "train", "engine"])
 def test_docstring_examples(name):
     import doctest
     import importlib

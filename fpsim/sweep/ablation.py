@@ -129,6 +129,12 @@ def shrunk(exponent: int) -> Ablation:
     ------
     ValueError
         When ``exponent`` is not a negative integer.
+
+    Examples
+    --------
+    >>> a = shrunk(-8)
+    >>> a.name, a.policy, a.loss_scale
+    ('no_loss_scaling@2^-8', 'mixed', 0.00390625)
     """
     if not isinstance(exponent, int) or isinstance(exponent, bool) or exponent >= 0:
         raise ValueError(f"the exponent of a shrunk gradient must be a negative integer, "
@@ -153,6 +159,13 @@ def ablation(name: str | Ablation) -> Ablation:
     ------
     ValueError
         For an unknown name (the message lists the presets).
+
+    Examples
+    --------
+    >>> ablation("no_master").policy
+    'mixed,params=fp16'
+    >>> ablation("no_loss_scaling@2^-4").loss_scale
+    0.0625
     """
     if isinstance(name, Ablation):
         return name

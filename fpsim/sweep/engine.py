@@ -47,6 +47,20 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor: Executor,
         When a worker runs another fpsim or NumPy (nothing of it is cached).
     KeyboardInterrupt
         Ctrl-C: finished runs stay cached, the rest are cancelled.
+
+    Examples
+    --------
+    >>> import io, tempfile
+    >>> from dataclasses import replace
+    >>> from fpsim.reproduce.tasks import task
+    >>> from fpsim.sweep import Cache, LocalExecutor, Run, ablation
+    >>> toy = replace(task("digits_mlp").for_sweep("quick"), steps=3, eval_every=3)
+    >>> cache = Cache(tempfile.mkdtemp())
+    >>> run = Run(toy, ablation("mixed"), 0)
+    >>> train_missing(cache, [run, run], LocalExecutor(1), stream=io.StringIO())
+    (['digits_mlp-mixed-seed0'], [])
+    >>> train_missing(cache, [run], LocalExecutor(1), stream=io.StringIO())  # cached
+    ([], [])
     """
     # The fpsim on disk now, which worker processes will import: not the one read when
     # this process first asked (a long-lived process may have seen the source change).
@@ -193,10 +207,19 @@ def sweep(tasks: Task | Sequence[Task], ablations: str | Ablation | Sequence[str
 
     Examples
     --------
-    See ``docs/sweeps.md``::
+    A built-in task cut to 3 steps, under two ablations, 2 seeds each (a full
+    example, with a model of your own, is in ``docs/sweeps.md``):
 
-        result = sweep([task], ["mixed", "no_loss_scaling"], seeds=3, reference="mixed")
-        print(result.markdown())
+    >>> import io, tempfile
+    >>> from dataclasses import replace
+    >>> from fpsim.reproduce.tasks import task
+    >>> toy = replace(task("digits_mlp").for_sweep("quick"), steps=3, eval_every=3)
+    >>> result = sweep(toy, ["mixed", "no_loss_scaling"], seeds=2, cache=tempfile.mkdtemp(),
+    ...                jobs=1, reference="mixed", stream=io.StringIO())
+    >>> [(r["policy"], r["seed"]) for r in result.records]
+    [('mixed', 0), ('mixed', 1), ('no_loss_scaling', 0), ('no_loss_scaling', 1)]
+    >>> [(v["policy"], v["verdict"]) for v in result.verdicts]
+    [('no_loss_scaling', 'within noise')]
     """
     if isinstance(tasks, Task):
         tasks = [tasks]

@@ -46,6 +46,12 @@ def identity() -> dict[str, str]:
     -------
     dict
         ``{"version": ..., "code": ..., "numpy": ...}``; part of every run's cache key.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sorted(identity()), identity()["numpy"] == np.__version__
+    (['code', 'numpy', 'version'], True)
     """
     return dict(version=version(), code=package_code(), numpy=np.__version__)
 

@@ -53,6 +53,12 @@ def check_run(run: Record) -> None:
     ------
     ValueError
         Naming the first thing wrong with it.
+
+    Examples
+    --------
+    >>> check_run({"task": "t"})
+    Traceback (most recent call last):
+    ValueError: run record lacks policy, seed, metric, value, diverged, steps, curve
     """
     missing = [k for k in RUN_KEYS if k not in run]
     if missing:

@@ -31,6 +31,14 @@ def summary(runs: list[Record], task: str, policy: str) -> dict[str, Any]:
     dict
         ``task``, ``policy``, ``seeds``, ``diverged`` (counted apart from the rest),
         ``mean``, ``spread``, ``min``, ``max`` (None where there is no value).
+
+    Examples
+    --------
+    >>> runs = [dict(task="t", policy="p", seed=s, value=v, diverged=False)
+    ...         for s, v in ((0, 90.0), (1, 92.0))]
+    >>> row = summary(runs, "t", "p")
+    >>> row["seeds"], row["mean"], round(row["spread"], 4)
+    (2, 91.0, 1.4142)
     """
     chosen = [r for r in runs if r["task"] == task and r["policy"] == policy
               and not r.get("failed")]
@@ -54,6 +62,26 @@ def compare(a: dict[str, Any], b: dict[str, Any], higher_is_better: bool) -> dic
     worse than ``b``'s mean by more than NOISE_FACTOR of ``b``'s spreads (a diverged
     run counts as infinitely worse). Otherwise diverged runs are named beside the
     verdict on the finished ones: "within noise (1 of 3 diverged)".
+
+    Parameters
+    ----------
+    a, b : dict
+        Summaries (``summary``): the ablation judged, and its reference.
+    higher_is_better : bool
+        Whether a larger metric is better (accuracy) or worse (a loss).
+
+    Returns
+    -------
+    dict
+        ``worse_by``, ``spreads`` (None where unknown) and ``verdict``.
+
+    Examples
+    --------
+    >>> base = dict(seeds=3, diverged=0, mean=91.0, spread=1.0, min=90.0, max=92.0)
+    >>> compare(dict(base, mean=80.0), base, higher_is_better=True)["verdict"]
+    'worse'
+    >>> compare(dict(base, mean=90.5), base, higher_is_better=True)["verdict"]
+    'within noise'
     """
     worse_by = spreads = None
     if a["mean"] is not None and b["mean"] is not None:

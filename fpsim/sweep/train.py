@@ -57,6 +57,16 @@ def train(task: Task, ablation: Ablation, seed: int, *,
         The run record (see ``fpsim.sweep.records.RUN_KEYS``), with
         ``loss_scale_changes`` ([step, new scale] pairs), ``skipped_at`` (steps) and
         ``seconds``. A run whose values blow up is recorded as diverged.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> from fpsim.reproduce.tasks import task
+    >>> from fpsim.sweep import ablation
+    >>> toy = replace(task("digits_mlp").for_sweep("quick"), steps=3, eval_every=3)
+    >>> record = train(toy, ablation("mixed"), seed=0)
+    >>> record["steps"], record["diverged"], record["policy"]
+    (3, False, 'mixed')
     """
     policy = ablation.precision()
     setup = task.build(seed)
