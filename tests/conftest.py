@@ -16,13 +16,14 @@ BACKENDS = [*CPU_BACKENDS, pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
 def pytest_collection_modifyitems(config, items):
-    """Start the CUDA checks' subprocesses early when their tests are to run."""
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is not None and module.__name__ == "test_cuda_backend":
-            module.start_checks()
-            config._cuda_checks = module
-            break
+    """Start the CUDA checks' subprocesses early when their tests are to run, and run
+    those tests last, so that the rest of the suite runs while the checks do."""
+    cuda = [item for item in items
+            if getattr(getattr(item, "module", None), "__name__", "") == "test_cuda_backend"]
+    if cuda:
+        cuda[0].module.start_checks()
+        config._cuda_checks = cuda[0].module
+        items[:] = [item for item in items if item not in cuda] + cuda
 
 
 def pytest_sessionfinish(session):
