@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import inspect
+import sys
+import textwrap
 import types
 from collections.abc import Callable
 
@@ -23,9 +27,10 @@ def clone(func: types.FunctionType, namespace: dict, qualname: str | None = None
 
 
 def source_digest(*modules) -> str:
-    """A short hash of the kernel sources (and ``modules``), to key compiled caches."""
+    """A short hash of the kernel sources, this module's and ``modules``', to key compiled
+    caches."""
     digest = hashlib.sha1()
-    for module in (*KERNEL_MODULES, prims, carrier, *modules):
+    for module in (*KERNEL_MODULES, prims, carrier, sys.modules[__name__], *modules):
         with open(module.__file__, "rb") as f:
             digest.update(f.read())
     return digest.hexdigest()[:12]
@@ -40,7 +45,8 @@ def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = ""
     With another ``encoding`` than binary64 the namespace holds the rounding
     (``carrier.BINARY32_ENTRY`` and what it calls), with that encoding's constants
     and every number it uses in that encoding's lane types; ``primitives`` then
-    supply that encoding's bit casts as ``f64_bits`` and ``bits_f64``.
+    supply that encoding's bit casts as ``f64_bits`` and ``bits_f64``, and its integer
+    operations as ``LANE_OPERATIONS`` (``in_lanes``).
     """
     namespace: dict = {}
     for module in KERNEL_MODULES:
@@ -60,6 +66,10 @@ def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = ""
     namespace.update((n, primitives[n]) for n in needed)
     codes = {}
     if encoding is not BINARY64:
+        missing = [n for n in LANE_OPERATIONS.values() if n not in primitives]
+        if missing:
+            raise AssertionError(f"backend lacks the {encoding.name} operations {missing}")
+        namespace.update((n, primitives[n]) for n in LANE_OPERATIONS.values())
         namespace.update(encoding.constants)
         kept = reachable(namespace, carrier.BINARY32_ENTRY)
         for func in kernel_funcs:  # no binary64 kernel left behind under another encoding
@@ -67,7 +77,7 @@ def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = ""
                 del namespace[func.__name__]
         kernel_funcs = kept
         for func in kernel_funcs:
-            codes[func.__name__] = retyped(func.__code__, encoding)
+            codes[func.__name__] = retyped(in_lanes(func), encoding)
             for name in func.__code__.co_names:
                 value = namespace.get(name)
                 if isinstance(value, (bool, type(None))) or not isinstance(value, (int, float)):
@@ -108,3 +118,31 @@ def retyped(code: types.CodeType, encoding: Carrier) -> types.CodeType:
         return c
 
     return code.replace(co_consts=tuple(lane(c) for c in code.co_consts))
+
+
+# The binary operators ``in_lanes`` hands to the encoding's primitives.
+LANE_OPERATIONS = {ast.Add: "lane_add", ast.Sub: "lane_sub", ast.Mult: "lane_mul",
+                   ast.BitAnd: "lane_and", ast.BitOr: "lane_or", ast.BitXor: "lane_xor",
+                   ast.LShift: "lane_lshift", ast.RShift: "lane_rshift"}
+
+
+class _ToLanes(ast.NodeTransformer):
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        name = LANE_OPERATIONS.get(type(node.op))
+        if name is None:
+            return node
+        return ast.copy_location(
+            ast.Call(ast.Name(name, ast.Load()), [node.left, node.right], []), node)
+
+
+def in_lanes(func: types.FunctionType) -> types.CodeType:
+    """``func``'s code with each binary operation ``a op b`` written ``lane_op(a, b)``:
+    the encoding's primitive, which keeps two integers of its lane width in that width
+    (Numba widens them to 64 bits; ``numba_lanes``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    tree = ast.fix_missing_locations(_ToLanes().visit(tree))
+    ast.increment_lineno(tree, func.__code__.co_firstlineno - 1)
+    module = compile(tree, func.__code__.co_filename, "exec")
+    return next(c for c in module.co_consts
+                if isinstance(c, types.CodeType) and c.co_name == func.__name__)

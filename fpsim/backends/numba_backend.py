@@ -13,7 +13,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from fpsim.backends import numba_half, numba_loops, numba_vectors
+from fpsim.backends import numba_half, numba_lanes, numba_loops, numba_vectors
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
@@ -65,8 +65,9 @@ PRIMITIVES = {
 }
 
 # The binary32 rounding (float32 input): binary32's bit casts in the binary64 names.
+# Its integer operations stay in 32-bit lanes (numba_lanes).
 PRIMITIVES_BINARY32 = dict(PRIMITIVES, f64_bits=_jit(lambda x: _f32_bits(np.float32(x))),
-                           bits_f64=_bits_f32)
+                           bits_f64=_bits_f32, **numba_lanes.LANE_PRIMITIVES)
 
 _EMPTY_FLAGS = np.zeros(0, dtype=np.uint8)
 KERNELS_IN_LOOPS = (
@@ -106,7 +107,7 @@ class Backend:
     def __init__(self) -> None:
         # Numba checks only the caller's file for staleness: key every cache
         # entry by the sources it inlines.
-        self.digest = source_digest(numba_loops, numba_vectors)
+        self.digest = source_digest(numba_loops, numba_vectors, numba_lanes)
         self.kernels = instantiate(PRIMITIVES, _jit, suffix=f"_{self.digest}")
         self._binary32: dict | None = None
         self._loops: dict = {}
