@@ -135,3 +135,30 @@ def test_every_binary32_encoding(fmt, mode):
         # float64 input keeps a binary32 sNaN's quiet bit clear only where NumPy's cast does.
         nan = np.isnan(x32)
         assert same[~nan].all(), f"{fmt} {mode}: first at {codes[~same & ~nan][:3]}"
+
+
+@pytest.mark.parametrize("fmt, mode", [("bf16", "nearest_even"), ("bf16", "toward_zero"),
+                                       ("fp8_e4m3", "odd"), ("fp16", "up")])
+def test_the_binary32_rounding_computes_in_32_bit_integers(fmt, mode):
+    """numba_lanes: no 64-bit integer operation left in the compiled rounding (Numba
+    widens int32 operations to int64, which halves the lanes of a vector)."""
+    import re
+
+    import numba
+
+    from fpsim.backends._instantiate import instantiate
+    from fpsim.kernels.carrier import spec_for
+
+    kernels = instantiate(numba_backend.PRIMITIVES_BINARY32, numba.njit(inline="always"),
+                          "_lanes_test", BINARY32)
+    spec = spec_for(make_spec(fpsim.formats.as_format(fmt), mode, True, False, None), BINARY32)
+    round_value = kernels["round_value"]
+
+    @numba.njit
+    def rounded(x):
+        return round_value(x, 0, spec, False)[0]
+
+    assert rounded(np.float32(1.5)) == fpsim.round(np.float32(1.5), fmt, mode)
+    ir = rounded.inspect_llvm(rounded.signatures[0])
+    ops = re.findall(r"= (?:add|sub|mul|and|or|xor|shl|ashr|lshr|icmp \w+)(?: \w+)* (i\d+) ", ir)
+    assert "i32" in ops and "i64" not in ops, sorted(set(ops))
