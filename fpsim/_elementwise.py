@@ -9,8 +9,10 @@ import numpy as np
 from fpsim._checks import boolean
 from fpsim._inputs import (
     array_module,
+    as_dtype,
     as_float_array,
     broadcast,
+    copy_exact,
     flat_operand,
     host_value,
     result_dtype,
@@ -79,14 +81,16 @@ def elementwise(
         work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
         out = xp.empty(shape, dtype=work)
     flag_out = xp.zeros(shape, dtype=np.uint8) if flags else None
-    bad = run(kernel, flat, out, flag_out, spec, seed, check=arithmetic)
+    # Operands of a dtype whose values are the format's need no check.
+    check = arithmetic and any(format_of_dtype(a.dtype) != fmt for a in arrays.values())
+    bad = run(kernel, flat, out, flag_out, spec, seed, check=check)
     if bad:
         _raise_unrepresentable(get_backend(), arrays, spec, fmt, xp)
     if into is not None:
         if not direct:
-            xp.copyto(into, out, casting="unsafe")  # exact: values of fmt, a dtype holding them
+            copy_exact(out, into)  # values of fmt, into a dtype holding them
         return (into, flag_out) if flags else into
-    result = out.astype(dtype, copy=False)
+    result = as_dtype(out, dtype)
     if all(a.ndim == 0 for a in arrays.values()):
         result = result[()]
         flag_out = None if flag_out is None else flag_out[()]

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from fpsim._dtypes import is_ml_dtype, widen
 from fpsim.backends.protocol import is_device_array
@@ -170,11 +171,34 @@ def errstate(xp: ModuleType) -> AbstractContextManager[object]:
 def flat_operand(arr: Any, shape: tuple[int, ...], xp: ModuleType = np) -> Any:
     """``arr`` broadcast to ``shape``, as a contiguous 1-D float32/float64 array of ``xp``."""
     if arr.dtype == np.float16:
-        arr = arr.astype(np.float32)
+        arr = as_dtype(arr, np.float32)
     arr = xp.asarray(arr)
     if arr.shape == shape:
         return xp.ascontiguousarray(arr).reshape(-1)
     return xp.ascontiguousarray(xp.broadcast_to(arr, shape)).reshape(-1)
+
+
+def as_dtype(x: Any, dtype: npt.DTypeLike) -> Any:
+    """``x`` in ``dtype``, which holds each of its values exactly (``x`` itself if it is
+    of that dtype already)."""
+    target = np.dtype(dtype)
+    if x.dtype == target:
+        return x
+    out = array_module([x]).empty(x.shape, dtype=target)
+    copy_exact(x, out)
+    return out
+
+
+def copy_exact(x: Any, out: Any) -> None:
+    """``out[...] = x``, where ``out``'s dtype holds each value of ``x`` exactly: the
+    backend's conversion (fast for float16 and bfloat16) on host arrays of one shape."""
+    if is_device_array(x) or is_device_array(out) or x.shape != out.shape or not (
+            out.flags.c_contiguous and out.flags.writeable):
+        array_module([x, out]).copyto(out, x, casting="unsafe")
+        return
+    from fpsim.backends import get_backend
+
+    get_backend().convert(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
 
 
 def result_dtype(*values: Any) -> np.dtype:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from fpsim._elementwise import elementwise
+from fpsim._inputs import as_dtype
 from fpsim.bits import format_of_dtype
 from fpsim.formats import Format, as_format
 
@@ -150,7 +151,7 @@ def round(
     if dtype is None:
         return result
     value, flag = result if flags else (result, None)
-    value = np.asarray(value).astype(_matching(dtype, as_format(fmt)))
+    value = as_dtype(np.asarray(value), _matching(dtype, as_format(fmt)))
     value = value[()] if value.ndim == 0 else value
     return (value, flag) if flags else value
 

@@ -80,7 +80,7 @@ def module_name(path: Path) -> str:
 
 
 # A layer may import only from the layers listed for it (and from itself).
-BOTTOM = {"fpsim.formats", "fpsim.modes", "fpsim.flags", "fpsim._checks"}
+BOTTOM = {"fpsim.formats", "fpsim.modes", "fpsim.flags", "fpsim._checks", "fpsim._dtypes"}
 LOWER = {
     "fpsim.formats": BOTTOM,
     "fpsim.kernels": BOTTOM | {"fpsim.kernels"},

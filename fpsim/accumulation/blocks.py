@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from fpsim._checks import boolean, integer
-from fpsim._inputs import array_module, host_value, result_dtype
+from fpsim._inputs import array_module, as_dtype, host_value, result_dtype
 from fpsim.accumulation.operands import initial, layout
 from fpsim.accumulation.stats import AccumulationStats
 from fpsim.backends import get_backend
@@ -221,5 +221,5 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
     if out is not None:
         result = round_to(result, out)
     dtype = result_dtype(a, b, (as_format(out) if out is not None else fout).dtype)
-    result = result.astype(dtype, copy=False)
+    result = as_dtype(result, dtype)
     return (result, AccumulationStats.from_counts(counts)) if stats else result

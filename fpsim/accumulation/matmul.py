@@ -9,7 +9,7 @@ import numpy as np
 
 from fpsim._checks import boolean
 from fpsim._elementwise import stream_key
-from fpsim._inputs import array_module, as_float_array, result_dtype
+from fpsim._inputs import array_module, as_dtype, as_float_array, result_dtype
 from fpsim.accumulation.blocks import block_matmul
 from fpsim.accumulation.operands import check_float32_values, initial, layout, result_shape
 from fpsim.accumulation.stats import AccumulationStats
@@ -100,7 +100,7 @@ def accumulate(
         result = result.reshape(shape)
     if out_fmt is not None:
         result = round_to(result.astype(np.float64, copy=False), out_fmt)
-    result = result.astype(dtype, copy=False)
+    result = as_dtype(result, dtype)
     return (result, AccumulationStats.from_counts(counts)) if stats else result
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fpsim._inputs import array_module, as_float_array, errstate, host_value
+from fpsim._inputs import array_module, as_dtype, as_float_array, errstate, host_value
 from fpsim.backends import get_backend
 from fpsim.formats import Format
 from fpsim.kernels.spec import Spec
@@ -19,11 +19,9 @@ def check_float32_values(x: Any, name: str) -> Any:
 
     Returns the values as a float32 array (``x`` itself when it is one).
     """
-    if x.dtype == np.float32:
-        return x
+    if x.dtype in (np.float16, np.float32):
+        return as_dtype(x, np.float32)
     narrowed = x.astype(np.float32)
-    if x.dtype == np.float16:
-        return narrowed
     xp = array_module([x])
     with errstate(xp):
         differ = narrowed != x  # NaN too: a second look sorts those out

@@ -1,8 +1,9 @@
 """Backends run the kernels; this module selects one.
 
 What a backend must offer is ``fpsim.backends.protocol.Backend``: ``apply``
-(an elementwise kernel), ``first_unrepresentable``, ``accumulate`` and
-``accumulate_blocks``. The core calls nothing else.
+(an elementwise kernel), ``convert`` (exact conversions between float dtypes),
+``first_unrepresentable``, ``accumulate`` and ``accumulate_blocks``. The core
+calls nothing else.
 """
 
 from __future__ import annotations

@@ -174,6 +174,14 @@ class Backend:
             self.deliver(d_flags, flags)
         return int(bad.copy_to_host()[0]) if check else 0
 
+    def convert(self, x, out) -> None:
+        if is_device_array(out):
+            import cupy
+
+            cupy.copyto(out, cupy.asarray(x), casting="unsafe")
+        else:
+            np.copyto(out, x, casting="unsafe")
+
     def first_unrepresentable(self, x, spec) -> int:
         if x.size == 0:
             return -1

@@ -13,7 +13,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from fpsim.backends import numba_half, numba_lanes, numba_loops, numba_vectors
+from fpsim.backends import numba_convert, numba_half, numba_lanes, numba_loops, numba_vectors
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
@@ -95,6 +95,8 @@ SPECIALISE_FROM = 1 << 20
 PARALLEL_FROM = 1 << 20
 # Block-FMA models with blocks up to this size run in the tiled loop (others: generic).
 MAX_TILED_BLOCK = 256
+# Arrays at least this long convert to and from 16-bit floats in compiled loops.
+CONVERT_FROM = 1 << 12
 # Operand checks of arrays this large or larger count the bad elements before searching.
 COUNT_FIRST = 1 << 16
 
@@ -114,6 +116,8 @@ class Backend:
         kind = numba_half.compiled_for()
         half_digest = source_digest(numba_half, numba_vectors)
         self.half = kind and numba_half.HalfAccumulation(kind, half_digest)
+        self.conversions = numba_convert.Conversions(
+            kind is not None, source_digest(numba_half, numba_convert))
 
     def _loop(self, template, parallel=True, **binding):
         fast = (template, parallel, *binding.items())  # call sites keep their keyword order
@@ -201,6 +205,14 @@ class Backend:
         )
         return int(loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
                         np.uint64(0 if key is None else key), spec))
+
+    def convert(self, x, out) -> None:
+        name = self.conversions.loop(x.dtype, out.dtype) if x.size >= CONVERT_FROM else None
+        if name is None:
+            np.copyto(out, x, casting="unsafe")
+        else:
+            self.conversions(name, *(a.view(np.uint16) if a.itemsize == 2 else a
+                                     for a in (x, out)))
 
     def first_unrepresentable(self, x, spec) -> int:
         if x.size >= COUNT_FIRST:

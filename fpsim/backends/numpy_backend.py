@@ -62,6 +62,9 @@ class Backend:
                     bad += int(np.count_nonzero(~ok))
         return bad
 
+    def convert(self, x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, x, casting="unsafe")
+
     def first_unrepresentable(self, x: np.ndarray, spec: Spec) -> int:
         with np.errstate(all="ignore"):
             for start in range(0, x.size, CHUNK):

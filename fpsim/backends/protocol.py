@@ -62,6 +62,12 @@ class Backend(Protocol):
         """
         ...
 
+    def convert(self, x: Array, out: Array) -> None:
+        """Write the 1-D ``x`` into the 1-D ``out`` of the same size and another float
+        dtype (float16, ml_dtypes' bfloat16, float32, float64) that holds each of its
+        values exactly; NaN as a NaN."""
+        ...
+
     def first_unrepresentable(self, x: Array, spec: Spec) -> int:
         """Index of the first element of the 1-D ``x`` that is not a value of the format,
         or -1."""

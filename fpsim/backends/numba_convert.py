@@ -1,0 +1,87 @@
+"""Exact conversions between 16-bit float arrays (float16, ml_dtypes' bfloat16) and
+float32/float64 ones, in parallel loops: NumPy converts float16 element by element
+(about 1/50 of a copy's speed).
+
+Every conversion here is exact by contract: the narrow side's values are the wide
+side's (``Backend.convert``). Binary16 goes through the CPU's conversion (F16C's
+``vcvtph2ps`` / ``vcvtps2ph``, aarch64's ``fcvt``), exact on such values whatever the
+rounding direction; bfloat16 is the upper half of the binary32 encoding. NaN stays
+NaN: its sign and payload are free, and a float16 or float32 input's signalling NaN
+reads as quiet (docs/semantics.md).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange, types
+
+from fpsim._dtypes import is_ml_dtype
+from fpsim.backends._instantiate import clone
+from fpsim.backends.numba_bitcast import bitcast
+from fpsim.backends.numba_half import _f32_half, _half_f32
+
+_f32_bits = bitcast(types.float32, types.int32)
+_bits_f32 = bitcast(types.int32, types.float32)
+
+# Arrays this large or larger convert in parallel.
+PARALLEL_FROM = 1 << 16
+
+
+def _from_binary16(h, out):
+    for i in prange(h.size):
+        out[i] = _half_f32(h[i])
+
+
+def _to_binary16(x, out):
+    for i in prange(x.size):
+        out[i] = _f32_half(np.float32(x[i]))
+
+
+def _from_bfloat16(h, out):
+    for i in prange(h.size):
+        out[i] = _bits_f32(np.int32(np.int64(h[i]) << 16))
+
+
+def _to_bfloat16(x, out):
+    for i in prange(x.size):
+        v = np.float32(x[i])
+        # The upper half of a NaN may read as infinity: a NaN is the quiet NaN.
+        out[i] = np.uint16(0x7FC0) if v != v else np.uint16((_f32_bits(v) >> 16) & 0xFFFF)
+
+
+_LOOPS = {"from_binary16": _from_binary16, "to_binary16": _to_binary16,
+          "from_bfloat16": _from_bfloat16, "to_bfloat16": _to_bfloat16}
+
+
+def _kind(dtype: np.dtype) -> str | None:
+    if dtype in (np.float32, np.float64):
+        return "wide"
+    if dtype == np.float16:
+        return "binary16"
+    return "bfloat16" if is_ml_dtype(dtype) and dtype.name == "bfloat16" else None
+
+
+class Conversions:
+    """The loops, compiled lazily (``cache=True``) per name and parallelism."""
+
+    def __init__(self, binary16: bool, digest: str) -> None:
+        self.binary16 = binary16  # the target has binary16 conversions (numba_half)
+        self.digest = digest
+        self._compiled: dict = {}
+
+    def loop(self, x_dtype: np.dtype, out_dtype: np.dtype) -> str | None:
+        """The name of the loop converting ``x_dtype`` to ``out_dtype``, or None."""
+        kinds = [_kind(np.dtype(d)) for d in (x_dtype, out_dtype)]
+        if kinds.count("wide") != 1 or None in kinds or (
+                "binary16" in kinds and not self.binary16):
+            return None
+        return "to_" + kinds[1] if kinds[0] == "wide" else "from_" + kinds[0]
+
+    def __call__(self, name: str, x: np.ndarray, out: np.ndarray) -> None:
+        parallel = x.size >= PARALLEL_FROM
+        func = self._compiled.get((name, parallel))
+        if func is None:
+            func = self._compiled[name, parallel] = numba.njit(parallel=parallel, cache=True)(
+                clone(_LOOPS[name], globals(), f"{name}_{int(parallel)}_{self.digest}"))
+        func(x, out)
