@@ -28,10 +28,11 @@ class Carrier(NamedTuple):
 
 
 # The names of the encoding's constants in fpsim.kernels.core (binary64's values there).
-NAMES = ("FRAC", "BIAS", "SHIFT_CAP", "MAG", "INF_BITS", "QUIET", "FRAC_MASK", "HIDDEN")
+NAMES = ("FRAC", "BIAS", "SHIFT_CAP", "MAG", "SIGN", "INF_BITS", "QUIET", "FRAC_MASK", "HIDDEN")
 BINARY64 = Carrier("binary64", {name: getattr(core, name) for name in NAMES}, np.int64,
                    np.float64)
 BINARY32 = Carrier("binary32", dict(FRAC=23, BIAS=127, SHIFT_CAP=30, MAG=0x7FFFFFFF,
+                                    SIGN=-0x80000000,
                                     INF_BITS=0x7F800000,
                                     # Every NaN reads as quiet: fpsim reads float32 input
                                     # as NumPy widens it to float64, which quiets a

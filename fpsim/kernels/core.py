@@ -25,6 +25,7 @@ FRAC = 52  # fraction bits
 BIAS = 1023  # exponent bias
 SHIFT_CAP = 62  # shift counts stay below the integer width (int64)
 MAG = 0x7FFFFFFFFFFFFFFF  # all but the sign bit
+SIGN = -(1 << 63)  # the sign bit
 INF_BITS = 0x7FF0000000000000
 QUIET = 0x0008000000000000
 FRAC_MASK = 0x000FFFFFFFFFFFFF
@@ -194,10 +195,14 @@ def flush_input(x, spec):
     return select((spec.subnormals == 0) & (abs(x) < spec.minnorm), x * 0.0, x)
 
 
+def infinite_magnitude(spec):
+    """An exact infinity's magnitude in the format: inf, or max when saturating, or NaN."""
+    return select(spec.saturate != 0, spec.maxv, select(spec.infinities != 0, INF, NAN))
+
+
 def infinite_result(neg, spec):
     """An exact infinity delivered in the format: ±inf, or ±max when saturating, or NaN."""
-    mag = select(spec.saturate != 0, spec.maxv, select(spec.infinities != 0, INF, NAN))
-    return select(neg, -mag, mag)
+    return signed(neg, infinite_magnitude(spec))
 
 
 def zero_sum_sign(neg_x, zero_x, neg_y, zero_y, mode):
@@ -229,8 +234,9 @@ def round_value(x, rnd, spec, want_flags):
     nan = a > INF_BITS
     inf = a == INF_BITS
     v, flags = round_mag(select(nan | inf, 0, a), False, neg, rnd, spec, want_flags)
-    out = select(inf, infinite_result(neg, spec), signed(neg, v))
-    out = select(nan, NAN, out)
+    # x's sign bit set on the magnitude (copySign, IEEE 754 5.5.1): one OR on the encoding.
+    mag = select(inf, infinite_magnitude(spec), v)
+    out = select(nan, NAN, bits_f64(f64_bits(mag) | (f64_bits(x) & SIGN)))
     if want_flags:
         inf_to_nan = inf & (spec.infinities == 0) & (spec.saturate == 0)
         flags = select(nan | inf, select(inf_to_nan | is_snan(x), INVALID, 0), flags)
