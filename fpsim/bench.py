@@ -105,6 +105,10 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) 
             for fmt, dtype in (("bf16", ml_dtypes.bfloat16), ("fp8_e4m3", ml_dtypes.float8_e4m3fn),
                                ("fp8_e5m2", ml_dtypes.float8_e5m2)):
                 row("ml_dtypes astype", fmt, partial(x.astype, dtype))
+            # Into a bfloat16 array allocated once: as fpsim's out= rows write.
+            narrow_out = np.empty(x.shape, ml_dtypes.bfloat16)
+            row("ml_dtypes astype, out=", "bf16",
+                partial(np.copyto, narrow_out, x, casting="unsafe"))
     with fpsim.backend(backend):
         engine = get_backend()
         kind = getattr(engine, "kernel_name", lambda *args, **kw: BINARY64.name)
@@ -120,6 +124,23 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None) 
                 row(f"round {mode}, out=", fmt, partial(fpsim.round, x, fmt, mode, seed=1,
                                                         out=out),
                     kind("round_value", x.dtype, np.dtype(np.float32), spec, size=x.size))
+        if sync is None:
+            # Results in the format's own 16-bit dtype (half the bytes of float32), as
+            # ml_dtypes' casts give them; and float16 operands.
+            for fmt, dtype in (("fp16", np.float16), ("bf16", ml_dtypes.bfloat16)):
+                spec = make_spec(fpsim.format(fmt), "nearest_even", True, False, None)
+                name = kind("round_value", x.dtype, np.dtype(np.float32), spec, size=x.size)
+                row("round nearest_even, dtype=", fmt,
+                    partial(fpsim.round, x, fmt, dtype=dtype), name)
+                row("round nearest_even, out= (16 bits)", fmt,
+                    partial(fpsim.round, x, fmt, out=np.empty(x.shape, dtype)), name)
+            halves = fpsim.round(x, "fp16", dtype=np.float16)
+            for fmt in ("fp16", "bf16"):
+                spec = make_spec(fpsim.format(fmt), "nearest_even", True, False, None)
+                row("round nearest_even, float16 in", fmt, partial(fpsim.round, halves, fmt),
+                    kind("round_value", x.dtype, np.dtype(np.float32), spec, size=x.size))
+            row("add, float16 operands", "fp16", partial(fpsim.add, halves, halves, "fp16"),
+                BINARY64.name)
         for fmt in ARITH_FORMATS:
             a = fpsim.round(x, fmt, saturate=True)
             b = fpsim.round(xp.asarray(inputs(n, seed=1)), fmt, saturate=True)
