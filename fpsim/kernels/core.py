@@ -233,7 +233,9 @@ def round_value(x, rnd, spec, want_flags):
     a = f64_bits(x) & MAG
     nan = a > INF_BITS
     inf = a == INF_BITS
-    v, flags = round_mag(select(nan | inf, 0, a), False, neg, rnd, spec, want_flags)
+    # NaN and infinity lanes round their encodings too (integer steps, nothing traps); the
+    # selects below replace the result.
+    v, flags = round_mag(a, False, neg, rnd, spec, want_flags)
     # x's sign bit set on the magnitude (copySign, IEEE 754 5.5.1): one OR on the encoding.
     mag = select(inf, infinite_magnitude(spec), v)
     out = select(nan, NAN, bits_f64(f64_bits(mag) | (f64_bits(x) & SIGN)))
