@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from fpsim._checks import boolean
+from fpsim._dtypes import is_ml_dtype
 from fpsim._inputs import (
     array_module,
     as_dtype,
@@ -56,10 +57,13 @@ def elementwise(
     random_bits: int | None,
     arithmetic: bool,
     into: Any = None,
+    dtype: np.dtype | None = None,
 ) -> Any:
     """Evaluate ``kernel`` over broadcast ``operands``; returns the result (and flags).
 
     ``into``: an array the result is written to, and returned (``round``'s ``out``).
+    ``dtype``: the result's dtype, one holding every value of ``fmt`` (default: NumPy's
+    promotion of the operands' dtypes and ``fmt.dtype``).
     """
     fmt = as_format(fmt)
     spec = make_spec(fmt, rounding, subnormals, saturate, random_bits)
@@ -72,11 +76,16 @@ def elementwise(
     arrays = {name: as_float_array(x, name, device=True) for name, x in operands.items()}
     xp = array_module(arrays.values())
     shape = broadcast(arrays)
-    dtype = result_dtype(*arrays.values(), fmt.dtype)
+    if dtype is None:
+        dtype = result_dtype(*arrays.values(), fmt.dtype)
     flat = [flat_operand(a, shape, xp) for a in arrays.values()]
-    direct = into is not None and _direct(_check_into(into, shape, fmt, xp), flat, xp)
-    if direct:
-        out = into
+    if into is not None:
+        written = into if _direct(_check_into(into, shape, fmt, xp), flat, xp) else None
+    else:
+        # A 16-bit result (float16, bfloat16) is stored by the kernels themselves.
+        written = xp.empty(shape, dtype=dtype) if _stored(dtype, xp) else None
+    if written is not None:
+        out = written
     else:
         work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
         out = xp.empty(shape, dtype=work)
@@ -87,7 +96,7 @@ def elementwise(
     if bad:
         _raise_unrepresentable(get_backend(), arrays, spec, fmt, xp)
     if into is not None:
-        if not direct:
+        if written is None:
             copy_exact(out, into)  # values of fmt, into a dtype holding them
         return (into, flag_out) if flags else into
     result = as_dtype(out, dtype)
@@ -114,10 +123,17 @@ def _check_into(into: Any, shape: tuple[int, ...], fmt: Format, xp: ModuleType) 
     return into
 
 
+def _stored(dtype: np.dtype, xp: ModuleType) -> bool:
+    """Whether backends store results of this dtype themselves (``Backend.apply``)."""
+    return dtype in (np.float32, np.float64) or (xp is np and dtype.itemsize == 2 and (
+        dtype == np.float16 or (is_ml_dtype(dtype) and dtype.name == "bfloat16")))
+
+
 def _direct(into: Any, flat: list[Any], xp: ModuleType) -> bool:
-    """Whether the kernel can write ``into`` in place: contiguous float32/float64 that no
-    operand overlaps, or that is exactly an operand (each element read before written)."""
-    if into.dtype not in (np.float32, np.float64) or not into.flags.c_contiguous:
+    """Whether the kernel can write ``into`` in place: contiguous, of a dtype backends store
+    (``_stored``), that no operand overlaps or that is exactly an operand (each element
+    read before written)."""
+    if not _stored(into.dtype, xp) or not into.flags.c_contiguous:
         return False
     target = into.reshape(-1)
     for operand in flat:

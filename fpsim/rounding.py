@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from fpsim._elementwise import elementwise
-from fpsim._inputs import as_dtype
 from fpsim.bits import format_of_dtype
 from fpsim.formats import Format, as_format
 
@@ -144,16 +143,11 @@ def round(
     """
     if out is not None and dtype is not None:
         raise ValueError("give dtype or out, not both: out's dtype is the result's")
-    result = elementwise(
+    return elementwise(
         "round_value", {"x": x}, fmt, rounding, subnormals=subnormals, saturate=saturate,
         flags=flags, seed=seed, random_bits=random_bits, arithmetic=False, into=out,
+        dtype=None if dtype is None else _matching(dtype, as_format(fmt)),
     )
-    if dtype is None:
-        return result
-    value, flag = result if flags else (result, None)
-    value = as_dtype(np.asarray(value), _matching(dtype, as_format(fmt)))
-    value = value[()] if value.ndim == 0 else value
-    return (value, flag) if flags else value
 
 
 def _matching(dtype: npt.DTypeLike | None, fmt: Format) -> np.dtype:

@@ -151,3 +151,49 @@ def test_dtype_and_out_of_16_bits_hold_the_rounded_values(fmt, dtype, n):
     strided = np.empty(2 * n, dtype)[::2]  # not contiguous: NumPy's conversion
     fpsim.round(x, fmt, out=strided)
     nan_for_nan_bits(strided.astype(np.float32), want)
+
+
+@pytest.mark.parametrize("fmt, dtype", [("fp16", np.float16), ("bf16", ml_dtypes.bfloat16)])
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up", "odd", "stochastic"])
+@pytest.mark.parametrize("wide", [np.float32, np.float64])
+def test_results_stored_in_16_bits_by_the_loops_are_the_reference_backends(fmt, dtype, mode,
+                                                                           wide):
+    """The Numba loops store 16-bit results themselves (the format's encodings, from the
+    CPU's binary16 conversion or binary32's upper half): the NumPy backend's values, flags
+    included, in the generic and the parallel loop, on both carriers."""
+    rng = np.random.default_rng(7)
+    n = numba_backend.PARALLEL_FROM + 11
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(wide)
+    x[:6] = [np.nan, np.inf, -np.inf, -0.0, 65520.0, 2.0**-140]
+    # The generic loop (and the fp16 conversion), and for one mode the parallel loop
+    # compiled for the format (each such loop compiles on its own: CI's time).
+    sizes = [numba_backend.HALF_ROUND_FROM + 1]
+    if mode == "nearest_even":
+        sizes.append(n)
+    for size in sizes:
+        part = x[:size]
+        for flags in (False, True):
+            same_array(*on_both(lambda p=part, f=flags: fpsim.round(p, fmt, mode, seed=2,
+                                                                   dtype=dtype, flags=f)))
+        with fpsim.backend("numba"):
+            out = np.full(size, 7.0, dtype)
+            fpsim.round(part, fmt, mode, seed=2, out=out)
+        nan_for_nan_bits(out, fpsim.round(part, fmt, mode, seed=2, dtype=dtype))
+
+
+def test_16_bit_results_of_arithmetic_on_float16_operands_are_stored_directly():
+    a, b = float16_operands(seed=3), float16_operands(seed=4)
+    with np.errstate(all="ignore"):
+        got, want = on_both(lambda: fpsim.fma(a, b, a, "fp16", flags=True))
+    assert got[0].dtype == np.float16
+    same_array(got, want)
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2", "e5m3"])
+def test_narrower_formats_of_float16_operands_are_stored_in_float16(fmt):
+    """float16 operands rounded to a format float16 holds give float16 results (NumPy's
+    promotion with the format's dtype), stored by the loops."""
+    h = float16_operands(seed=5)
+    got, want = on_both(lambda: fpsim.round(h, fmt, "nearest_even"))
+    assert got.dtype == np.float16
+    same_array(got, want)

@@ -159,6 +159,11 @@ class Backend:
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
         if out.size == 0:
             return 0
+        if out.dtype.itemsize == 2:  # float16, bfloat16 (host arrays): through binary32
+            wide = np.empty(out.shape, np.float32)
+            bad = self.apply(kernel, operands, wide, flags, spec, key, check, hot)
+            self.convert(wide, out)
+            return bad
         ops = [self.to_device(x) for x in operands]
         x = ops[0]
         y = ops[1] if len(ops) > 1 else x

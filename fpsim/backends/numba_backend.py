@@ -137,6 +137,8 @@ class Backend:
                 wide_vectors=wide_vectors,
                 **binding,
             )
+            if "STORE" in binding:
+                namespace["STORE"] = _jit(numba_convert.STORES[binding["STORE"]])
             kernel = binding.get("KERNEL", "")
             if kernel:
                 namespace.update(KERNEL=self.kernels[kernel], ARITY=ARITY[kernel])
@@ -184,13 +186,22 @@ class Backend:
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
         """``hot``: a call repeated with this spec (a training run): compile for it at any size."""
         x = operands[0]
-        mode = self._half_mode(kernel, x.dtype, out.dtype, spec, flags is not None, check,
+        store = numba_convert.kind(out.dtype)
+        if store == "binary16" and not self.half:  # no binary16 conversion: NumPy's
+            wide = np.empty(out.shape, np.float32)
+            bad = self.apply(kernel, operands, wide, flags, spec, key, check, hot)
+            np.copyto(out, wide, casting="unsafe")
+            return bad
+        result_dtype = np.dtype(np.float32) if store != "wide" else out.dtype
+        if store != "wide":
+            out = out.view(np.uint16)  # the loops store the format's encodings
+        mode = self._half_mode(kernel, x.dtype, result_dtype, spec, flags is not None, check,
                                out.size)
         if mode is not None and self.half.round(x, out, mode):
             return 0
         y = operands[1] if len(operands) > 1 else x
         z = operands[2] if len(operands) > 2 else x
-        encoding = self.encoding(kernel, x.dtype, out.dtype, spec, check)
+        encoding = self.encoding(kernel, x.dtype, result_dtype, spec, check)
         if encoding is not BINARY64:
             spec = spec_for(spec, encoding)
         loop = self._loop(
@@ -202,6 +213,7 @@ class Backend:
             CHECK=check,
             SPEC=spec if hot or out.size >= SPECIALISE_FROM else None,
             ENCODING=encoding.name,
+            STORE=store,
         )
         return int(loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
                         np.uint64(0 if key is None else key), spec))

@@ -28,6 +28,35 @@ _bits_f32 = bitcast(types.int32, types.float32)
 PARALLEL_FROM = 1 << 16
 
 
+def store_value(v):
+    return v
+
+
+def store_binary16(v):
+    """A binary16 value's encoding (exact: any rounding direction keeps it)."""
+    return _f32_half(np.float32(v))
+
+
+def store_bfloat16(v):
+    """A bfloat16 value's encoding: the upper half of its binary32 one (NaN: the quiet NaN,
+    which a NaN's upper half alone might not be)."""
+    w = np.float32(v)
+    return np.uint16(0x7FC0) if w != w else np.uint16((_f32_bits(w) >> 16) & 0xFFFF)
+
+
+# How a loop stores its results, by output kind (``kind``).
+STORES = {"wide": store_value, "binary16": store_binary16, "bfloat16": store_bfloat16}
+
+
+def kind(dtype: np.dtype) -> str | None:
+    """"wide" (float32, float64), "binary16" (float16), "bfloat16" (ml_dtypes'), or None."""
+    if dtype in (np.float32, np.float64):
+        return "wide"
+    if dtype == np.float16:
+        return "binary16"
+    return "bfloat16" if is_ml_dtype(dtype) and dtype.name == "bfloat16" else None
+
+
 def _from_binary16(h, out):
     for i in prange(h.size):
         out[i] = _half_f32(h[i])
@@ -35,7 +64,7 @@ def _from_binary16(h, out):
 
 def _to_binary16(x, out):
     for i in prange(x.size):
-        out[i] = _f32_half(np.float32(x[i]))
+        out[i] = store_binary16(x[i])
 
 
 def _from_bfloat16(h, out):
@@ -45,21 +74,11 @@ def _from_bfloat16(h, out):
 
 def _to_bfloat16(x, out):
     for i in prange(x.size):
-        v = np.float32(x[i])
-        # The upper half of a NaN may read as infinity: a NaN is the quiet NaN.
-        out[i] = np.uint16(0x7FC0) if v != v else np.uint16((_f32_bits(v) >> 16) & 0xFFFF)
+        out[i] = store_bfloat16(x[i])
 
 
 _LOOPS = {"from_binary16": _from_binary16, "to_binary16": _to_binary16,
           "from_bfloat16": _from_bfloat16, "to_bfloat16": _to_bfloat16}
-
-
-def _kind(dtype: np.dtype) -> str | None:
-    if dtype in (np.float32, np.float64):
-        return "wide"
-    if dtype == np.float16:
-        return "binary16"
-    return "bfloat16" if is_ml_dtype(dtype) and dtype.name == "bfloat16" else None
 
 
 class Conversions:
@@ -72,7 +91,7 @@ class Conversions:
 
     def loop(self, x_dtype: np.dtype, out_dtype: np.dtype) -> str | None:
         """The name of the loop converting ``x_dtype`` to ``out_dtype``, or None."""
-        kinds = [_kind(np.dtype(d)) for d in (x_dtype, out_dtype)]
+        kinds = [kind(np.dtype(d)) for d in (x_dtype, out_dtype)]
         if kinds.count("wide") != 1 or None in kinds or (
                 "binary16" in kinds and not self.binary16):
             return None
@@ -82,6 +101,8 @@ class Conversions:
         parallel = x.size >= PARALLEL_FROM
         func = self._compiled.get((name, parallel))
         if func is None:
+            namespace = dict(globals(), **{f.__name__: numba.njit(inline="always")(f)
+                                           for f in STORES.values()})
             func = self._compiled[name, parallel] = numba.njit(parallel=parallel, cache=True)(
-                clone(_LOOPS[name], globals(), f"{name}_{int(parallel)}_{self.digest}"))
+                clone(_LOOPS[name], namespace, f"{name}_{int(parallel)}_{self.digest}"))
         func(x, out)

@@ -45,7 +45,7 @@ from fpsim.backends._instantiate import clone
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
 
-STEP = TO_HALF = None
+STEP = TO_HALF = FROM_HALF = None
 ROUNDED = False
 TILE_ROWS = 4
 TILE_COLS = 512
@@ -161,9 +161,14 @@ def _from_half(h, out):
 
 
 def _round(x, out):
-    """``out``: the float32 values ``x`` rounded to binary16 by ``TO_HALF``."""
+    """``out``: the float32 values ``x`` rounded to binary16 by ``TO_HALF`` (as float32, or
+    as binary16 bits: ``FROM_HALF``)."""
     for i in prange(x.size):
-        out[i] = _half_f32(TO_HALF(x[i]))
+        out[i] = FROM_HALF(TO_HALF(x[i]))
+
+
+def _bits(h):
+    return h
 
 
 # The rounding-direction immediates of x86's float32-to-binary16 conversion (VCVTPS2PH
@@ -342,14 +347,17 @@ class HalfAccumulation:
         directed = platform.machine().lower() in ("x86_64", "amd64")
         return ("nearest_even", *DIRECTED) if directed else ("nearest_even",)
 
-    def rounder(self, mode: str, parallel: bool):
-        """The loop rounding float32 to binary16 in ``mode`` (one of ``modes()``)."""
-        key = ("round", mode, parallel)
+    def rounder(self, mode: str, parallel: bool, bits: bool = False):
+        """The loop rounding float32 to binary16 in ``mode`` (one of ``modes()``), into
+        float32 or (``bits``) binary16 encodings."""
+        key = ("round", mode, parallel, bits)
         if key not in self._loops:
             namespace = dict(globals(), TO_HALF=_f32_half if mode == "nearest_even"
-                             else _f32_half_directed(DIRECTED[mode]))
+                             else _f32_half_directed(DIRECTED[mode]),
+                             FROM_HALF=numba.njit(inline="always")(_bits) if bits else _half_f32)
+            name = f"round_{mode}_{int(parallel)}{'_bits' if bits else ''}_{self.digest}"
             self._loops[key] = numba.njit(parallel=parallel, cache=True)(
-                clone(_round, namespace, f"round_{mode}_{int(parallel)}_{self.digest}"))
+                clone(_round, namespace, name))
         return self._loops[key]
 
     def round_sound(self, mode: str) -> bool:
@@ -360,11 +368,12 @@ class HalfAccumulation:
         return bool(np.array_equal(got.view(np.uint32), p[:, 1]))
 
     def round(self, x: np.ndarray, out: np.ndarray, mode: str = "nearest_even") -> bool:
-        """``out`` (float32): the float32 ``x`` rounded to binary16 in ``mode``; False (and
-        ``out`` untouched) when the floating-point environment does not allow this path."""
+        """``out`` (float32, or uint16 for binary16 encodings): the float32 ``x`` rounded to
+        binary16 in ``mode``; False (and ``out`` untouched) when the floating-point
+        environment does not allow this path."""
         if not self.round_sound(mode):
             return False
-        self.rounder(mode, x.size >= PARALLEL_CONVERSION)(x, out)
+        self.rounder(mode, x.size >= PARALLEL_CONVERSION, out.dtype == np.uint16)(x, out)
         return True
 
     def accumulate(self, A, B, C, out, rounded: bool, parallel: bool) -> np.ndarray | None:

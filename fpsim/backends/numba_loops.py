@@ -2,7 +2,8 @@
 
 ``KERNEL``, ``ARITY``, ``WANT_FLAGS``, ``STOCHASTIC``, ``CHECK``, ``ROUNDED``,
 ``SPEC``, ``LOAD`` (the conversion of a one-operand kernel's input to its carrier's
-type: ``float``, or ``np.float32`` for the binary32 rounding) and the kernels
+type: ``float``, or ``np.float32`` for the binary32 rounding), ``STORE`` (a result
+as the output array holds it: itself, or the bits of a 16-bit format) and the kernels
 (``random53``, ``representable``, ``round_value``, ``op_add``) are bound per
 instance (see ``numba_backend``),
 so that Numba prunes the branches that do not apply and LLVM vectorises the
@@ -41,7 +42,7 @@ random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite 
 hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_decode = (
     _bound_per_instance
 )
-bits_f32 = wide_vectors = _bound_per_instance
+bits_f32 = wide_vectors = STORE = _bound_per_instance
 bits_f64 = _bound_per_instance
 
 
@@ -69,7 +70,7 @@ def loop(x, y, z, out, flags, key, spec_in):
                 if CHECK
                 else True
             )
-        out[i] = value
+        out[i] = STORE(value)
         if WANT_FLAGS:
             flags[i] = flag
         bad += 0 if ok else 1

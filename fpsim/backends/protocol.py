@@ -2,7 +2,8 @@
 
 A backend evaluates the kernels of ``fpsim.kernels`` on arrays; the core does
 all checking, broadcasting and layout before it calls one. Arrays are 1-D
-(elementwise) or C-contiguous 2-D/3-D (accumulation), of float32 or float64;
+(elementwise) or C-contiguous 2-D/3-D (accumulation), of float32 or float64 (an
+elementwise result also of float16 or bfloat16, ``Backend.apply``);
 a device backend also takes arrays of its own kind (``__cuda_array_interface__``)
 and then writes results into arrays of that kind.
 """
@@ -53,7 +54,9 @@ class Backend(Protocol):
     ) -> int:
         """Evaluate ``kernel`` (one of ``KERNELS``) elementwise.
 
-        ``operands``: ``ARITY[kernel]`` equally long 1-D arrays; writes ``out`` and,
+        ``operands``: ``ARITY[kernel]`` equally long 1-D arrays; writes ``out`` (float32,
+        float64, or a host float16 or ml_dtypes bfloat16 array when that dtype holds every
+        value of the format: each result stored exactly) and,
         unless ``flags`` is None, the uint8 ``flags``. ``key``: the uint64 key of the
         random stream (stochastic rounding), drawn by element index; None otherwise.
         With ``check``, returns how many elements have an operand that is not a
