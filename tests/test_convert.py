@@ -153,32 +153,41 @@ def test_dtype_and_out_of_16_bits_hold_the_rounded_values(fmt, dtype, n):
     nan_for_nan_bits(strided.astype(np.float32), want)
 
 
-@pytest.mark.parametrize("fmt, dtype", [("fp16", np.float16), ("bf16", ml_dtypes.bfloat16)])
-@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up", "odd", "stochastic"])
-@pytest.mark.parametrize("wide", [np.float32, np.float64])
-def test_results_stored_in_16_bits_by_the_loops_are_the_reference_backends(fmt, dtype, mode,
-                                                                           wide):
+# (input dtype, format, result dtype, flags settings, stochastic too): each combination of
+# carrier, 16-bit store, flags and stochastic rounding is a loop compiled on its own (CI's
+# time), so the loops' dimensions are each covered, not their whole product.
+STORED = [
+    (np.float32, "bf16", ml_dtypes.bfloat16, (False, True), True),
+    (np.float32, "fp16", np.float16, (False, True), False),
+    (np.float64, "fp16", np.float16, (False,), True),
+    (np.float64, "bf16", ml_dtypes.bfloat16, (True,), False),
+]
+
+
+@pytest.mark.parametrize("wide, fmt, dtype, flag_settings, stochastic", STORED,
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_results_stored_in_16_bits_by_the_loops_are_the_reference_backends(
+        wide, fmt, dtype, flag_settings, stochastic):
     """The Numba loops store 16-bit results themselves (the format's encodings, from the
     CPU's binary16 conversion or binary32's upper half): the NumPy backend's values, flags
-    included, in the generic and the parallel loop, on both carriers."""
+    included, in every mode (fp16 from float32 also through the conversion instruction),
+    in the generic loop and the parallel one compiled for bf16."""
     rng = np.random.default_rng(7)
     n = numba_backend.PARALLEL_FROM + 11
     x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(wide)
     x[:6] = [np.nan, np.inf, -np.inf, -0.0, 65520.0, 2.0**-140]
-    # The generic loop (and the fp16 conversion), and for one mode the parallel loop
-    # compiled for the format (each such loop compiles on its own: CI's time).
-    sizes = [numba_backend.HALF_ROUND_FROM + 1]
-    if mode == "nearest_even":
-        sizes.append(n)
-    for size in sizes:
-        part = x[:size]
-        for flags in (False, True):
-            same_array(*on_both(lambda p=part, f=flags: fpsim.round(p, fmt, mode, seed=2,
+    part = x[:numba_backend.HALF_ROUND_FROM + 1]
+    modes = ["nearest_even", "toward_zero", "up", "odd", *(["stochastic"] if stochastic else [])]
+    for mode in modes:
+        for flags in flag_settings:
+            same_array(*on_both(lambda m=mode, f=flags: fpsim.round(part, fmt, m, seed=2,
                                                                    dtype=dtype, flags=f)))
         with fpsim.backend("numba"):
-            out = np.full(size, 7.0, dtype)
+            out = np.full(part.size, 7.0, dtype)
             fpsim.round(part, fmt, mode, seed=2, out=out)
         nan_for_nan_bits(out, fpsim.round(part, fmt, mode, seed=2, dtype=dtype))
+    if wide is np.float32 and not flag_settings[0]:
+        same_array(*on_both(lambda: fpsim.round(x, fmt, dtype=dtype)))  # parallel, compiled
 
 
 def test_16_bit_results_of_arithmetic_on_float16_operands_are_stored_directly():

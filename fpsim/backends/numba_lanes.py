@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 
 from numba import types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 # name -> (Python operator, the llvmlite IRBuilder method of its int32 instruction)
 OPERATIONS = {
@@ -33,29 +33,30 @@ def _narrow(typ) -> bool:
     return isinstance(typ, types.Integer) and typ.signed and typ.bitwidth <= 32
 
 
-def _lane_operation(name: str, op, method: str):
+def _lane_operation(op, method: str):
     @intrinsic
-    def int32_op(typingctx, a, b):
-        def codegen(context, builder, signature, args):
-            x, y = (context.cast(builder, v, t, types.int32)
-                    for v, t in zip(args, signature.args, strict=True))
-            return getattr(builder, method)(x, y)
-
-        return types.int32(a, b), codegen
-
-    def python(a, b):
-        return op(a, b)
-
-    python.__name__ = python.__qualname__ = name
-
-    @overload(python, inline="always")
-    def typed(a, b):
+    def lane(typingctx, a, b):
         if _narrow(a) and _narrow(b):
-            return lambda a, b: int32_op(a, b)
-        return lambda a, b: op(a, b)
+            def int32_op(context, builder, signature, args):
+                x, y = (context.cast(builder, v, t, types.int32)
+                        for v, t in zip(args, signature.args, strict=True))
+                return getattr(builder, method)(x, y)
 
-    return python
+            return types.int32(a, b), int32_op
+        # Anything else: Numba's own operation (its typing and implementation).
+        resolved = typingctx.resolve_function_type(op, (a, b), {})
+        if resolved is None:
+            return None
+
+        def numba_op(context, builder, signature, args):
+            cast = [context.cast(builder, v, t, u)
+                    for v, t, u in zip(args, signature.args, resolved.args, strict=True)]
+            return context.get_function(op, resolved)(builder, cast)
+
+        return resolved.return_type(a, b), numba_op
+
+    return lane
 
 
-LANE_PRIMITIVES = {name: _lane_operation(name, op, method)
+LANE_PRIMITIVES = {name: _lane_operation(op, method)
                    for name, (op, method) in OPERATIONS.items()}
