@@ -9,6 +9,11 @@ def is_ml_dtype(dtype: np.dtype) -> bool:
     return getattr(dtype.type, "__module__", "").split(".")[0] == "ml_dtypes"
 
 
+def is_bfloat16(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is ml_dtypes' bfloat16."""
+    return is_ml_dtype(dtype) and dtype.name == "bfloat16"
+
+
 def widen(arr: np.ndarray) -> np.ndarray | None:
     """An ml_dtypes float array as float32 (exactly: each of their formats fits), or
     None for anything else."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from fpsim._checks import boolean
-from fpsim._dtypes import is_ml_dtype
+from fpsim._dtypes import is_bfloat16
 from fpsim._inputs import (
     array_module,
     as_dtype,
@@ -126,7 +126,7 @@ def _check_into(into: Any, shape: tuple[int, ...], fmt: Format, xp: ModuleType) 
 def _stored(dtype: np.dtype, xp: ModuleType) -> bool:
     """Whether backends store results of this dtype themselves (``Backend.apply``)."""
     return dtype in (np.float32, np.float64) or (xp is np and dtype.itemsize == 2 and (
-        dtype == np.float16 or (is_ml_dtype(dtype) and dtype.name == "bfloat16")))
+        dtype == np.float16 or is_bfloat16(dtype)))
 
 
 def _direct(into: Any, flat: list[Any], xp: ModuleType) -> bool:

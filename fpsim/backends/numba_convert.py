@@ -1,6 +1,7 @@
 """Exact conversions between 16-bit float arrays (float16, ml_dtypes' bfloat16) and
 float32/float64 ones, in parallel loops: NumPy converts float16 element by element
-(about 1/50 of a copy's speed).
+(about 1/50 of a copy's speed). ``STORES`` also serve the rounding loops, which store
+16-bit results themselves.
 
 Every conversion here is exact by contract: the narrow side's values are the wide
 side's (``Backend.convert``). Binary16 goes through the CPU's conversion (F16C's
@@ -16,7 +17,7 @@ import numba
 import numpy as np
 from numba import prange, types
 
-from fpsim._dtypes import is_ml_dtype
+from fpsim._dtypes import is_bfloat16
 from fpsim.backends._instantiate import clone
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_half import _f32_half, _half_f32
@@ -54,7 +55,7 @@ def kind(dtype: np.dtype) -> str | None:
         return "wide"
     if dtype == np.float16:
         return "binary16"
-    return "bfloat16" if is_ml_dtype(dtype) and dtype.name == "bfloat16" else None
+    return "bfloat16" if is_bfloat16(dtype) else None
 
 
 def _from_binary16(h, out):
