@@ -111,10 +111,10 @@ def same_array(got, want):
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp8_e4m3", "fp32"])
-@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "stochastic"])
-def test_float16_operands_round_as_on_the_reference_backend(fmt, mode):
+def test_float16_operands_round_as_on_the_reference_backend(fmt):
     h = float16_operands()
-    same_array(*on_both(lambda: fpsim.round(h, fmt, mode, seed=3, flags=True)))
+    for mode in ("nearest_even", "toward_zero", "stochastic"):
+        same_array(*on_both(lambda m=mode: fpsim.round(h, fmt, m, seed=3, flags=True)))
 
 
 def test_a_signalling_nan_among_float16_operands_reads_as_quiet_as_in_float32():
@@ -125,11 +125,14 @@ def test_a_signalling_nan_among_float16_operands_reads_as_quiet_as_in_float32():
         assert np.isnan(values[1::2]).all() and (flags == 0).all()
 
 
-@pytest.mark.parametrize("op", ["add", "mul", "div"])
-def test_float16_arithmetic_needs_no_operand_check_and_agrees(op):
+def test_float16_arithmetic_needs_no_operand_check_and_agrees():
+    """Stored in float16 (the operands' dtype) by the loop; the fma's three operands too."""
     a, b = float16_operands(seed=1), float16_operands(seed=2)
     with np.errstate(all="ignore"):
-        same_array(*on_both(lambda: getattr(fpsim, op)(a, b, "fp16", flags=True)))
+        got, want = on_both(lambda: fpsim.add(a, b, "fp16", flags=True))
+        assert got[0].dtype == np.float16
+        same_array(got, want)
+        same_array(*on_both(lambda: fpsim.fma(a, b, a, "fp16")))
     # A float32 operand is still checked.
     with pytest.raises(ValueError, match="not representable in fp16"):
         fpsim.add(a, np.full(a.shape, 0.1, np.float32), "fp16")
@@ -160,7 +163,7 @@ STORED = [
     (np.float32, "bf16", ml_dtypes.bfloat16, (False, True), True),
     (np.float32, "fp16", np.float16, (False, True), False),
     (np.float64, "fp16", np.float16, (False,), True),
-    (np.float64, "bf16", ml_dtypes.bfloat16, (True,), False),
+    (np.float64, "bf16", ml_dtypes.bfloat16, (False,), False),
 ]
 
 
@@ -186,16 +189,8 @@ def test_results_stored_in_16_bits_by_the_loops_are_the_reference_backends(
             out = np.full(part.size, 7.0, dtype)
             fpsim.round(part, fmt, mode, seed=2, out=out)
         nan_for_nan_bits(out, fpsim.round(part, fmt, mode, seed=2, dtype=dtype))
-    if wide is np.float32 and not flag_settings[0]:
+    if wide is np.float32 and fmt == "bf16":
         same_array(*on_both(lambda: fpsim.round(x, fmt, dtype=dtype)))  # parallel, compiled
-
-
-def test_16_bit_results_of_arithmetic_on_float16_operands_are_stored_directly():
-    a, b = float16_operands(seed=3), float16_operands(seed=4)
-    with np.errstate(all="ignore"):
-        got, want = on_both(lambda: fpsim.fma(a, b, a, "fp16", flags=True))
-    assert got[0].dtype == np.float16
-    same_array(got, want)
 
 
 @pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2", "e5m3"])

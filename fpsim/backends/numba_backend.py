@@ -95,7 +95,8 @@ SPECIALISE_FROM = 1 << 20
 PARALLEL_FROM = 1 << 20
 # Block-FMA models with blocks up to this size run in the tiled loop (others: generic).
 MAX_TILED_BLOCK = 256
-# Arrays at least this long convert to and from 16-bit floats in compiled loops.
+# Arrays at least this long convert to and from 16-bit floats in compiled loops, and have
+# their 16-bit results stored by the rounding loops.
 CONVERT_FROM = 1 << 12
 # Operand checks of arrays this large or larger count the bad elements before searching.
 COUNT_FIRST = 1 << 16
@@ -187,7 +188,10 @@ class Backend:
         """``hot``: a call repeated with this spec (a training run): compile for it at any size."""
         x = operands[0]
         store = numba_convert.kind(out.dtype)
-        if store == "binary16" and not self.half:  # no binary16 conversion: NumPy's
+        # Short arrays, or binary16 without the CPU's conversion: the float32 loops, then
+        # NumPy's conversion (no loop compiled for a 16-bit store).
+        if store != "wide" and (out.size < CONVERT_FROM or (store == "binary16"
+                                                            and not self.half)):
             wide = np.empty(out.shape, np.float32)
             bad = self.apply(kernel, operands, wide, flags, spec, key, check, hot)
             np.copyto(out, wide, casting="unsafe")
