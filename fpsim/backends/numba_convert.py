@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange, types
+from numba import prange
 
 from fpsim._dtypes import is_bfloat16
 from fpsim.backends._instantiate import clone
-from fpsim.backends.numba_bitcast import bitcast
-from fpsim.backends.numba_half import _f32_half, _half_f32
-
-_f32_bits = bitcast(types.float32, types.int32)
-_bits_f32 = bitcast(types.int32, types.float32)
+from fpsim.backends.numba_half import (  # _half_f32: read by the cloned _from_half
+    _bits_f32,
+    _f32_bits,
+    _f32_half,
+    _from_half,
+    _half_f32,  # noqa: F401
+)
 
 # Arrays this large or larger convert in parallel.
 PARALLEL_FROM = 1 << 16
@@ -58,11 +60,6 @@ def kind(dtype: np.dtype) -> str | None:
     return "bfloat16" if is_bfloat16(dtype) else None
 
 
-def _from_binary16(h, out):
-    for i in prange(h.size):
-        out[i] = _half_f32(h[i])
-
-
 def _to_binary16(x, out):
     for i in prange(x.size):
         out[i] = store_binary16(x[i])
@@ -78,7 +75,7 @@ def _to_bfloat16(x, out):
         out[i] = store_bfloat16(x[i])
 
 
-_LOOPS = {"from_binary16": _from_binary16, "to_binary16": _to_binary16,
+_LOOPS = {"from_binary16": _from_half, "to_binary16": _to_binary16,
           "from_bfloat16": _from_bfloat16, "to_bfloat16": _to_bfloat16}
 
 
