@@ -15,13 +15,14 @@ CPU_BACKENDS = ["numpy", "numba"]
 BACKENDS = [*CPU_BACKENDS, pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items):
     """Start the CUDA checks' subprocesses early when their tests are to run, and run
     those tests last, so that the rest of the suite runs while the checks do."""
     cuda = [item for item in items
             if getattr(getattr(item, "module", None), "__name__", "") == "test_cuda_backend"]
     if cuda:
-        cuda[0].module.start_checks()
+        cuda[0].module.start_checks({item.originalname for item in cuda})
         config._cuda_checks = cuda[0].module
         items[:] = [item for item in items if item not in cuda] + cuda
 

@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 from numba import cuda
 
-from fpsim.backends import cuda_loops
+from fpsim.backends import cuda_loops, cuda_registries
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
 from fpsim.backends.protocol import ARITY, COUNTERS, is_device_array
@@ -91,6 +91,8 @@ class Backend:
     def __init__(self) -> None:
         # Numba's CUDA simulator is a mode of the whole process (NUMBA_ENABLE_CUDASIM).
         self.simulator = SIMULATOR
+        if not SIMULATOR:
+            cuda_registries.load()
         self.digest = source_digest(cuda_loops)
         self.kernels = instantiate(primitives(), device_function,
                                    suffix=f"_cuda_{self.digest}")
