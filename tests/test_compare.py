@@ -169,6 +169,18 @@ def test_the_gpu_suite_runs_on_a_stand_in():
         assert r.verdict == "identical" or r.verdict.startswith("differs: "), r
 
 
+def test_every_gpu_kernel_takes_its_length_last():
+    """``CupyDevice._launch`` passes the element count after the other arguments, so each
+    kernel must declare ``long long n`` last. The fp8 cast once declared it third: its
+    flags were read as the length and 99.6% of its results differed on the H100."""
+    import re
+
+    kernels = re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', gpu_suite.KERNELS)
+    assert {name for name, _ in kernels} == {"fma16", "to_bf16", "to_fp8"}
+    for name, params in kernels:
+        assert params.split(",")[-1].split() == ["long", "long", "n"], (name, params)
+
+
 def test_the_gpu_preset_follows_the_gpu():
     assert gpu_suite.preset_for("NVIDIA H100 80GB HBM3", (9, 0)) is fpsim.hw.H100
     assert gpu_suite.preset_for("NVIDIA H200", (9, 0)) is fpsim.hw.H100

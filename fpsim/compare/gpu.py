@@ -45,8 +45,8 @@ extern "C" __global__ void to_bf16(const float* x, unsigned short* out, long lon
         out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
 }
 
-extern "C" __global__ void to_fp8(const float* x, unsigned char* out, long long n,
-                                  int saturate, int e5m2) {
+extern "C" __global__ void to_fp8(const float* x, unsigned char* out, int saturate,
+                                  int e5m2, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)blockDim.x * gridDim.x)
         out[i] = __nv_cvt_float_to_fp8(x[i], saturate ? __NV_SATFINITE : __NV_NOSAT,
@@ -87,6 +87,7 @@ class CupyDevice:
         return host
 
     def _launch(self, kernel: str, n: int, *args: Any) -> None:
+        """Run ``kernel`` over ``n`` elements: ``args``, then ``n`` as its last parameter."""
         threads = 256
         blocks = max(1, min(-(-n // threads), 4096))
         self._module.get_function(kernel)((blocks,), (threads,), (*args, np.int64(n)))
