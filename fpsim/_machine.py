@@ -16,17 +16,27 @@ def machine(gpu: bool = False) -> str:
         return (f"GPU: {name}, compute capability {props['major']}.{props['minor']}, "
                 f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, driver "
                 f"{cupy.cuda.runtime.driverGetVersion()}, CuPy {cupy.__version__}")
-    model, flags = platform.processor() or platform.machine(), ""
     try:
         with open("/proc/cpuinfo") as f:
-            info = {k.strip(): v.strip() for k, v in
-                    (line.split(":", 1) for line in f if ":" in line)}
-        model = info.get("model name", model)
-        wanted = ("avx2", "f16c", "fma", "avx512f", "avx512fp16", "avx512_bf16", "neon", "asimd")
-        flags = " ".join(f for f in info.get("flags", "").split() if f in wanted)
+            return cpu(f.read())
     except OSError:
-        pass
-    return f"CPU: {model}; {flags}".rstrip("; ")
+        return cpu("")
+
+
+# The vector features a figure depends on, as /proc/cpuinfo names them (x86, then ARM).
+FLAGS = ("avx2", "f16c", "fma", "avx512f", "avx512_fp16", "avx512_bf16", "neon", "asimd")
+
+
+def cpu(cpuinfo: str) -> str:
+    """The line ``CPU: model; flags`` from the text of /proc/cpuinfo (first processor)."""
+    info: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info.setdefault(key.strip(), value.strip())
+    model = info.get("model name") or platform.processor() or platform.machine()
+    present = set(info.get("flags", info.get("Features", "")).split())
+    return f"CPU: {model}; {' '.join(f for f in FLAGS if f in present)}".rstrip("; ")
 
 
 def compiled_for() -> str:

@@ -296,6 +296,20 @@ def test_bench_runs_small():
     assert {r[2] for r in numba_rows if r[0] in ("add", "mul", "fma")} == {"binary64"}
 
 
+def test_bench_names_the_cpu_and_its_vector_features():
+    from fpsim._machine import cpu
+
+    # /proc/cpuinfo as Linux writes it: one block per processor, flags with underscores.
+    xeon = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+            "flags\t\t: fpu sse2 avx f16c fma avx2 avx512f avx512_bf16 avx512_fp16 amx_bf16\n\n"
+            "processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu\n")
+    assert cpu(xeon) == "CPU: Intel(R) Xeon(R) Processor; avx2 f16c fma avx512f avx512_fp16 " \
+                        "avx512_bf16"
+    graviton = "processor\t: 0\nFeatures\t: fp asimd evtstrm fphp asimdhp\nCPU part\t: 0xd40\n"
+    assert cpu(graviton).endswith("; asimd")
+    assert cpu("").startswith("CPU: ") and ";" not in cpu("")
+
+
 def test_matmul_bench_runs_small():
     from fpsim.bench import run_matmul
 
