@@ -98,6 +98,7 @@ class Backend:
                                    suffix=f"_cuda_{self.digest}")
         self._loops: dict = {}
         self._no_flags = None
+        self._no_count = None
         # Small arrays make small grids; that is no reason to warn on every call.
         warnings.filterwarnings("ignore", message=r"Grid size .* under-utilization")
 
@@ -156,6 +157,16 @@ class Backend:
             self._no_flags = cuda.device_array(1, np.uint8)
         return self._no_flags
 
+    def counter(self, check: bool):
+        """The operand check's count on the device, at zero. Without a check the kernels
+        never write it, so one array serves every call: allocating device memory cost
+        more on the H100 than rounding a million elements."""
+        if check:
+            return cuda.to_device(np.zeros(1, dtype=np.int64))
+        if self._no_count is None:
+            self._no_count = cuda.to_device(np.zeros(1, dtype=np.int64))
+        return self._no_count
+
     # -- the protocol ------------------------------------------------------------
 
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
@@ -172,7 +183,7 @@ class Backend:
         z = ops[2] if len(ops) > 2 else x
         d_out = self.output(out)
         d_flags = self.no_flags() if flags is None else self.output(flags)
-        bad = cuda.to_device(np.zeros(1, dtype=np.int64))
+        bad = self.counter(check)
         self.launch(cuda_loops.elementwise, out.size, x, y, z, d_out, d_flags, bad,
                     np.uint64(0 if key is None else key), spec, flags is not None,
                     key is not None, bool(check), kernel=kernel)
