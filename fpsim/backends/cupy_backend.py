@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import warnings
 
 import numpy as np
@@ -39,6 +40,7 @@ KERNELS_IN_LOOPS = (
 # Threads per block; blocks per multiprocessor at most (the loops stride over the rest).
 THREADS = 256
 BLOCKS_PER_SM = 32
+ZERO_COUNT = np.zeros(1, dtype=np.int64)
 # Under the simulator every thread is a Python thread: a few, each striding far.
 SIMULATOR_GRID = (2, 4)
 
@@ -99,6 +101,7 @@ class Backend:
         self._loops: dict = {}
         self._no_flags = None
         self._no_count = None
+        self._per_thread = threading.local()
         # Small arrays make small grids; that is no reason to warn on every call.
         warnings.filterwarnings("ignore", message=r"Grid size .* under-utilization")
 
@@ -158,14 +161,19 @@ class Backend:
         return self._no_flags
 
     def counter(self, check: bool):
-        """The operand check's count on the device, at zero. Without a check the kernels
-        never write it, so one array serves every call: allocating device memory cost
-        more on the H100 than rounding a million elements."""
-        if check:
-            return cuda.to_device(np.zeros(1, dtype=np.int64))
-        if self._no_count is None:
-            self._no_count = cuda.to_device(np.zeros(1, dtype=np.int64))
-        return self._no_count
+        """The operand check's count on the device, at zero. Allocating device memory on
+        every call cost more on the H100 than rounding a million elements, so the arrays
+        are kept: without a check the kernels never write theirs, one for every call;
+        with one, each thread has its own, zeroed before its kernel on the same stream."""
+        if not check:
+            if self._no_count is None:
+                self._no_count = cuda.to_device(np.zeros(1, dtype=np.int64))
+            return self._no_count
+        count = getattr(self._per_thread, "count", None)
+        if count is None:
+            count = self._per_thread.count = cuda.device_array(1, np.int64)
+        count.copy_to_device(ZERO_COUNT)
+        return count
 
     # -- the protocol ------------------------------------------------------------
 
