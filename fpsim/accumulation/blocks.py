@@ -16,6 +16,7 @@ from fpsim._checks import boolean, integer
 from fpsim._inputs import array_module, as_dtype, host_value, result_dtype
 from fpsim.accumulation.operands import initial, layout
 from fpsim.accumulation.stats import AccumulationStats
+from fpsim.arithmetic import add
 from fpsim.backends import get_backend
 from fpsim.formats import MAX_ARITH_MAN_BITS, PRESETS, Format, as_format
 from fpsim.kernels.core import NO_EXPONENT
@@ -55,6 +56,12 @@ class BlockFMA:
         The accumulator's format (at most 29 fraction bits).
     output_rounding : {"toward_zero", "nearest_even"}, default "toward_zero"
         How each step's exact sum is rounded to ``output``.
+    split_k : int or None, default None
+        cuBLAS's split-K: ``K`` is cut into slices of this many products (the last
+        one shorter), each slice is accumulated from +0 by the block FMA, and the
+        slices' results are added in ``k`` order, each addition rounded to ``output``
+        to nearest even. None: one pass over ``K``. ``docs/hardware.md`` shows the
+        slice lengths cuBLAS chose on an H100.
 
     Raises
     ------
@@ -79,6 +86,7 @@ class BlockFMA:
     input: str | Format = "fp16"
     output: str | Format = "fp32"
     output_rounding: str = "toward_zero"
+    split_k: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -88,6 +96,8 @@ class BlockFMA:
         integer(self.block, "block", 1, (1 << (61 - frac_bits)) - 1)
         if self.exp_floor is not None:
             integer(self.exp_floor, "exp_floor", -2000, 2000)
+        if self.split_k is not None:
+            integer(self.split_k, "split_k", 1, 1 << 62)
         if self.output_rounding not in OUTPUT_ROUNDINGS:
             raise ValueError(f"output_rounding must be one of {', '.join(OUTPUT_ROUNDINGS)}, "
                              f"got {self.output_rounding!r}")
@@ -132,6 +142,35 @@ class BlockFMA:
         # A preset is kept by name; a custom format as itself (its name is no preset's).
         value = f.name if PRESETS.get(f.name) == f else f
         return replace(self, input=value, name=f"{self.name.split('/')[0]}/{f.name}")
+
+    def with_split_k(self, length: int | None) -> BlockFMA:
+        """The same model with K cut into slices of ``length`` products (cuBLAS's
+        split-K; see ``split_k``), or in one pass (None).
+
+        Parameters
+        ----------
+        length : int or None
+            Products per slice (at least 1), or None.
+
+        Returns
+        -------
+        BlockFMA
+            A copy named ``"<name> split-K <length>"``.
+
+        Raises
+        ------
+        ValueError
+            A length that is not a positive integer.
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.hw.H100.with_split_k(1408).name
+        'H100 split-K 1408'
+        """
+        base = self.name.split(" split-K ")[0]
+        name = base if length is None else f"{base} split-K {length}"
+        return replace(self, split_k=length, name=name)
 
     def params(self) -> BlockSpec:
         """What the kernels read of this model.
@@ -209,14 +248,36 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
                 f"{fin.name} ({model.name})"
             )
     out_spec = make_spec(fout, model.output_rounding, True, False, None)
+    k_len = a2.shape[1]
+    length = k_len if model.split_k is None else min(model.split_k, k_len)
+    split = length < k_len
+    if split and (c is not None or stats):
+        raise ValueError(
+            f"{model.name}: {'c' if c is not None else 'stats'} cannot be given with a split-K "
+            "model (how the hardware adds C to the slices, and what its reduction counts, "
+            "are not modelled)"
+        )
     c0 = initial(c, shape, fout, out_spec, xp)
     rows, n = a2.shape[0], b3.shape[2]
-    result = xp.zeros((rows, n))
     counts = np.zeros(5, dtype=np.int64)
-    if result.size:
-        counts = backend.accumulate_blocks(
-            a2, b3, c0.reshape(rows, n), result, model.params(), out_spec, model.block, stats
-        )
+    if not split:
+        result = xp.zeros((rows, n))
+        if result.size:
+            counts = backend.accumulate_blocks(
+                a2, b3, c0.reshape(rows, n), result, model.params(), out_spec, model.block, stats
+            )
+    else:
+        result = None
+        for lo in range(0, k_len, length):
+            hi = min(k_len, lo + length)
+            part = xp.zeros((rows, n))
+            if part.size:
+                backend.accumulate_blocks(
+                    xp.ascontiguousarray(a2[:, lo:hi]), xp.ascontiguousarray(b3[:, lo:hi]),
+                    c0.reshape(rows, n), part, model.params(), out_spec, model.block, False
+                )
+            # The reduction of the slices' results: plain additions in the output format.
+            result = part if result is None else add(result, part, fout, "nearest_even")
     result = result.reshape(shape)
     if out is not None:
         result = round_to(result, out)
