@@ -164,6 +164,7 @@ def test_the_gpu_suite_runs_on_a_stand_in():
     assert len(gemms) == 8 and all(len(r.results) >= 2 for r in gemms)
     assert any("H100 block FMA" in m for r in gemms for m in r.results)
     assert any("tf32" in m for r in gemms for m in r.results)
+    assert any("split-K" in m for r in gemms for m in r.results)
     assert by_name["gpu fp16 sum, dtype=float32"].format == "fp32"
     for r in records:
         assert r.verdict == "identical" or r.verdict.startswith("differs: "), r
@@ -179,6 +180,25 @@ def test_every_gpu_kernel_takes_its_length_last():
     assert {name for name, _ in kernels} == {"fma16", "to_bf16", "to_fp8"}
     for name, params in kernels:
         assert params.split(",")[-1].split() == ["long", "long", "n"], (name, params)
+
+
+@pytest.mark.parametrize("inputs, compute", [("fp16", "fp32"), ("fp16", "fp16"),
+                                             ("fp32", "tf32")])
+def test_the_split_k_search_finds_a_planted_slicing(inputs, compute):
+    """Hardware made of the preset split into slices of 96: the search names 96 and
+    matches every element; the one-pass preset does not."""
+    rng = np.random.default_rng(3)
+    a, b = gpu_suite.gemm_inputs(rng, (4, 1000), (1000, 3), inputs)
+    model = gpu_suite.gemm_model(inputs, compute, fpsim.hw.H100)
+    ta, tb = (fpsim.round(v, "tf32") for v in (a, b)) if compute == "tf32" else (a, b)
+    planted = np.asarray(fpsim.matmul(ta, tb, model=model.with_split_k(96)), np.float64)
+    label, values = gpu_suite.best_split(a, b, inputs, compute, fpsim.hw.H100, planted)
+    assert "split-K 96 (the best of 31 slice lengths" in label, label
+    assert np.array_equal(values.view(np.int64), planted.view(np.int64))
+    one_pass = np.asarray(fpsim.matmul(ta, tb, model=model), np.float64)
+    assert not np.array_equal(one_pass, planted)
+    assert gpu_suite.best_split(a[:, :32], b[:32], inputs, compute, fpsim.hw.H100,
+                                planted) is None
 
 
 def test_the_gpu_preset_follows_the_gpu():

@@ -239,12 +239,24 @@ def gemm_inputs(rng: np.random.Generator, shape_a: tuple[int, ...], shape_b: tup
                  for s in (shape_a, shape_b))
 
 
+def gemm_model(inputs: str, compute: str, preset: fpsim.hw.BlockFMA) -> fpsim.hw.BlockFMA | None:
+    """The block-FMA model of a tensor-core GEMM with ``inputs`` and ``compute`` on the GPU
+    of ``preset`` (None: no TF32 tensor cores)."""
+    if compute == "fp16":
+        return dataclasses.replace(preset.with_input("fp16"), output="fp16",
+                                   output_rounding="nearest_even")
+    if compute == "tf32":
+        block = TF32_BLOCK.get(preset.name)
+        return dataclasses.replace(preset.with_input("tf32"), block=block) if block else None
+    return preset.with_input(inputs) if inputs != preset.input else preset
+
+
 def product_candidates(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
                        model: fpsim.hw.BlockFMA) -> tuple[str, dict[str, np.ndarray]]:
     """fpsim's candidate emulations of a GEMM, and the output format."""
+    block = gemm_model(inputs, compute, model)
     if compute == "fp16":
-        block = dataclasses.replace(model.with_input("fp16"), output="fp16",
-                                    output_rounding="nearest_even")
+        assert block is not None
         return "fp16", {
             f"{block.name} block FMA, fp16 output": fpsim.matmul(a, b, model=block),
             "sequential fp16": fpsim.matmul(a, b, accum="fp16"),
@@ -252,9 +264,7 @@ def product_candidates(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
         }
     if compute == "tf32":
         candidates = {}
-        tf32_block = TF32_BLOCK.get(model.name)
-        if tf32_block:
-            block = dataclasses.replace(model.with_input("tf32"), block=tf32_block)
+        if block is not None:
             for rounding in ("nearest_even", "nearest_away", "toward_zero"):
                 ta, tb = (fpsim.round(v, "tf32", rounding) for v in (a, b))
                 candidates[f"inputs to tf32 {rounding}, {block.name} block FMA"] = \
@@ -262,12 +272,49 @@ def product_candidates(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
         ta, tb = (fpsim.round(v, "tf32") for v in (a, b))
         candidates["inputs to tf32 nearest_even, sequential fp32"] = fpsim.matmul(ta, tb)
         return "fp32", candidates
-    block = model.with_input(inputs) if inputs != model.input else model
+    assert block is not None
     return "fp32", {
         f"{block.name} block FMA": fpsim.matmul(a, b, model=block),
         "sequential fp32": fpsim.matmul(a, b, accum="fp32"),
         "pairwise fp32": fpsim.matmul(a, b, accum="fp32", order="pairwise"),
     }
+
+
+# Split-K slice lengths tried: multiples of SLICE_STEP, at most MAX_SLICES slices.
+SLICE_STEP, MAX_SLICES = 32, 64
+
+
+def best_split(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
+               preset: fpsim.hw.BlockFMA, hardware: np.ndarray
+               ) -> tuple[str, np.ndarray] | None:
+    """The split-K slicing of the block-FMA model closest to ``hardware`` (the most
+    bit-identical elements) among the slice lengths tried, as (label, values); None
+    where K is too short to split or there is no model."""
+    model = gemm_model(inputs, compute, preset)
+    k_len = a.shape[-1]
+    first = max(SLICE_STEP, -(-k_len // MAX_SLICES // SLICE_STEP) * SLICE_STEP)
+    lengths = range(first, k_len, SLICE_STEP)
+    if model is None or not lengths:
+        return None
+    if compute == "tf32":
+        a, b = (np.asarray(fpsim.round(v, "tf32"), dtype=np.float64) for v in (a, b))
+    best: tuple[float, int, np.ndarray] | None = None
+    for length in lengths:
+        values = np.asarray(fpsim.matmul(a, b, model=model.with_split_k(length)), np.float64)
+        share = float(np.mean(compare_bits_equal(values, hardware)))
+        if best is None or share > best[0]:
+            best = (share, length, values)
+    assert best is not None
+    label = (f"{'inputs to tf32 nearest_even, ' if compute == 'tf32' else ''}"
+             f"{model.name} block FMA split-K {best[1]} (the best of {len(lengths)} slice "
+             f"lengths, multiples of {SLICE_STEP})")
+    return label, best[2]
+
+
+def compare_bits_equal(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise: the same float64 encoding, or both NaN."""
+    same: np.ndarray = (x.view(np.int64) == y.view(np.int64)) | (np.isnan(x) & np.isnan(y))
+    return same
 
 
 def products(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case | Record]:
@@ -283,10 +330,13 @@ def products(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case | R
                 continue
             a, b = gemm_inputs(rng, (m, k_len), (k_len, n), inputs)
             fmt, candidates = product_candidates(a, b, inputs, compute, dev.preset)
+            hardware = dev.gemm(a, b, inputs, compute)
+            split = best_split(a, b, inputs, compute, dev.preset, hardware)
+            if split is not None:
+                candidates[split[0]] = split[1]
             yield Case(f"gpu gemm {inputs} in, {compute} compute, {m}x{k_len}x{n}",
                        f"cublasGemmEx on {dev.name} ({what})",
-                       f"fpsim.matmul (preset {dev.preset.name})", fmt,
-                       dev.gemm(a, b, inputs, compute), candidates)
+                       f"fpsim.matmul (preset {dev.preset.name})", fmt, hardware, candidates)
     a = wide_halves(rng, (side, side))
     b = wide_halves(rng, (side, side))
     xp = dev.xp
