@@ -19,6 +19,7 @@ import numpy as np
 import fpsim
 from fpsim.compare.cases import Case, Record, skipped
 from fpsim.compare.inputs import around, binary16_operands, halves
+from fpsim.compare.metrics import compare_bits
 
 # cuBLAS and CUDA enumerations (cublas_api.h, library_types.h).
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
@@ -298,10 +299,12 @@ def best_split(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
         return None
     if compute == "tf32":
         a, b = (np.asarray(fpsim.round(v, "tf32"), dtype=np.float64) for v in (a, b))
+    fmt = "fp16" if compute == "fp16" else "fp32"
+    hardware_bits = fpsim.to_bits(hardware, fmt)
     best: tuple[float, int, np.ndarray] | None = None
     for length in lengths:
         values = np.asarray(fpsim.matmul(a, b, model=model.with_split_k(length)), np.float64)
-        share = float(np.mean(compare_bits_equal(values, hardware)))
+        share = compare_bits(fpsim.to_bits(values, fmt), hardware_bits, fmt).identical
         if best is None or share > best[0]:
             best = (share, length, values)
     assert best is not None
@@ -309,12 +312,6 @@ def best_split(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
              f"{model.name} block FMA split-K {best[1]} (the best of {len(lengths)} slice "
              f"lengths, multiples of {SLICE_STEP})")
     return label, best[2]
-
-
-def compare_bits_equal(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Elementwise: the same float64 encoding, or both NaN."""
-    same: np.ndarray = (x.view(np.int64) == y.view(np.int64)) | (np.isnan(x) & np.isnan(y))
-    return same
 
 
 def products(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case | Record]:
