@@ -151,8 +151,9 @@ class NumpyStandIn:
 
 
 def test_the_gpu_suite_runs_on_a_stand_in():
-    records = [evaluate(c) if isinstance(c, Case) else c
-               for c in gpu_suite.cases(2048, 0, device=NumpyStandIn())]
+    with fpsim.backend("numba"):  # the NumPy backend takes minutes for the split-K search
+        records = [evaluate(c) if isinstance(c, Case) else c
+                   for c in gpu_suite.cases(2048, 0, device=NumpyStandIn())]
     by_name = {r.name: r for r in records}
     for op in ("add", "mul", "div", "sqrt"):
         assert by_name[f"gpu fp16 {op}"].verdict == "identical"
@@ -193,7 +194,7 @@ def test_the_split_k_search_finds_a_planted_slicing(inputs, compute):
     ta, tb = (fpsim.round(v, "tf32") for v in (a, b)) if compute == "tf32" else (a, b)
     planted = np.asarray(fpsim.matmul(ta, tb, model=model.with_split_k(96)), np.float64)
     label, values = gpu_suite.best_split(a, b, inputs, compute, fpsim.hw.H100, planted)
-    assert "split-K 96 (the best of 31 slice lengths" in label, label
+    assert "split-K 96 (the best of 11 slicings into 2-64 slices)" in label, label
     assert np.array_equal(values.view(np.int64), planted.view(np.int64))
     one_pass = np.asarray(fpsim.matmul(ta, tb, model=model), np.float64)
     assert not np.array_equal(one_pass, planted)

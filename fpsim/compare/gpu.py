@@ -281,8 +281,21 @@ def product_candidates(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
     }
 
 
-# Split-K slice lengths tried: multiples of SLICE_STEP, at most MAX_SLICES slices.
-SLICE_STEP, MAX_SLICES = 32, 64
+# Split-K slicings tried: K cut into 2..MAX_SLICES slices of equal length, rounded up to
+# whole tiles of TILES products (the slicings cuBLAS chose on an H100, docs/hardware.md).
+TILES, MAX_SLICES = (32, 64), 64
+
+
+def split_lengths(k_len: int) -> list[int]:
+    """The split-K slice lengths tried for ``k_len`` products, shortest first."""
+    lengths = set()
+    for tile in TILES:
+        tiles = -(-k_len // tile)
+        for slices in range(2, MAX_SLICES + 1):
+            length = tile * -(-tiles // slices)
+            if length < k_len:
+                lengths.add(length)
+    return sorted(lengths)
 
 
 def best_split(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
@@ -292,9 +305,7 @@ def best_split(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
     bit-identical elements) among the slice lengths tried, as (label, values); None
     where K is too short to split or there is no model."""
     model = gemm_model(inputs, compute, preset)
-    k_len = a.shape[-1]
-    first = max(SLICE_STEP, -(-k_len // MAX_SLICES // SLICE_STEP) * SLICE_STEP)
-    lengths = range(first, k_len, SLICE_STEP)
+    lengths = split_lengths(a.shape[-1])
     if model is None or not lengths:
         return None
     if compute == "tf32":
@@ -309,8 +320,8 @@ def best_split(a: np.ndarray, b: np.ndarray, inputs: str, compute: str,
             best = (share, length, values)
     assert best is not None
     label = (f"{'inputs to tf32 nearest_even, ' if compute == 'tf32' else ''}"
-             f"{model.name} block FMA split-K {best[1]} (the best of {len(lengths)} slice "
-             f"lengths, multiples of {SLICE_STEP})")
+             f"{model.name} block FMA split-K {best[1]} (the best of {len(lengths)} "
+             "slicings into 2-64 slices)")
     return label, best[2]
 
 
