@@ -7,7 +7,6 @@ inputs (a diagnostic run of `fpsim compare`'s cases on the same GPU), so each ca
 checks them on inputs they were not fitted to.
 """
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from accumulation_reference import ref_block_fma
 from reference import ref_add, same_bits
 
 import fpsim
+from fpsim.compare.gpu import gemm_model
 
 DATA = Path(__file__).parent / "data" / "h100_cublas.npz"
 H100 = fpsim.hw.H100
@@ -41,14 +41,9 @@ def recorded(name):
     if inputs == "bf16":
         a, b = fpsim.from_bits(a, "bf16"), fpsim.from_bits(b, "bf16")
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if compute == "fp16":  # fp16 accumulation, as fpsim compare's fp16-compute candidate
-        model = dataclasses.replace(H100.with_input("fp16"), output="fp16",
-                                    output_rounding="nearest_even")
-    elif compute == "tf32":  # inputs rounded to TF32, blocks of 8 (tensor-cores.md)
-        model = dataclasses.replace(H100.with_input("tf32"), block=8)
+    model = gemm_model(inputs, compute, H100)  # fpsim compare's model of that GEMM
+    if compute == "tf32":  # inputs rounded to TF32
         a, b = (np.asarray(fpsim.round(x, "tf32"), np.float64) for x in (a, b))
-    else:
-        model = H100.with_input(inputs)
     return a, b, data[name + "_hw"].astype(np.float64), model
 
 

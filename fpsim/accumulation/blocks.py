@@ -249,7 +249,7 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
             )
     out_spec = make_spec(fout, model.output_rounding, True, False, None)
     k_len = a2.shape[1]
-    length = k_len if model.split_k is None else min(model.split_k, k_len)
+    length = max(1, k_len if model.split_k is None else min(model.split_k, k_len))
     split = length < k_len
     if split and (c is not None or stats):
         raise ValueError(
@@ -257,27 +257,20 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
             "model (how the hardware adds C to the slices, and what its reduction counts, "
             "are not modelled)"
         )
-    c0 = initial(c, shape, fout, out_spec, xp)
-    rows, n = a2.shape[0], b3.shape[2]
+    c0 = initial(c, shape, fout, out_spec, xp).reshape(a2.shape[0], b3.shape[2])
     counts = np.zeros(5, dtype=np.int64)
-    if not split:
-        result = xp.zeros((rows, n))
-        if result.size:
+    result: Any = None
+    # One pass over K, or cuBLAS's split-K: each slice accumulated from +0, the slices'
+    # results added in k order as plain additions in the output format.
+    for lo in range(0, max(k_len, 1), length):
+        part = xp.zeros(c0.shape)
+        if part.size:
             counts = backend.accumulate_blocks(
-                a2, b3, c0.reshape(rows, n), result, model.params(), out_spec, model.block, stats
+                xp.ascontiguousarray(a2[:, lo:lo + length]),
+                xp.ascontiguousarray(b3[:, lo:lo + length]),
+                c0, part, model.params(), out_spec, model.block, stats
             )
-    else:
-        result = None
-        for lo in range(0, k_len, length):
-            hi = min(k_len, lo + length)
-            part = xp.zeros((rows, n))
-            if part.size:
-                backend.accumulate_blocks(
-                    xp.ascontiguousarray(a2[:, lo:hi]), xp.ascontiguousarray(b3[:, lo:hi]),
-                    c0.reshape(rows, n), part, model.params(), out_spec, model.block, False
-                )
-            # The reduction of the slices' results: plain additions in the output format.
-            result = part if result is None else add(result, part, fout, "nearest_even")
+        result = part if result is None else add(result, part, fout, "nearest_even")
     result = result.reshape(shape)
     if out is not None:
         result = round_to(result, out)
