@@ -46,7 +46,6 @@ from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
 
 STEP = TO_HALF = FROM_HALF = None
-ROUNDED = False
 TILE_ROWS = 4
 TILE_COLS = 512
 # Conversions of arrays this large or larger run in parallel.
@@ -105,6 +104,13 @@ def _fma_f16c(a, b, c):
     return _f32_half(_bits_f32(sb + (toward if fix else np.int32(0))))
 
 
+def _rounded_f16c(a, b, c):
+    """round(round(a*b) + c): the product is exact in binary32 and converts once; the
+    binary32 sum of two binary16 values rounds to binary16 as the exact sum would,
+    since 24 >= 2*11 + 2 (Figueroa, "When is double rounding innocuous?", 1995)."""
+    return _f32_half(_half_f32(_f32_half(_half_f32(a) * _half_f32(b))) + _half_f32(c))
+
+
 def _loop(A, B, C, out):
     """out[r] = C[r] + sum_k A[r, k] * B[g, k], each step rounded to binary16 (as bits).
 
@@ -117,8 +123,6 @@ def _loop(A, B, C, out):
     per_group = rows // B.shape[0]
     row_tiles = (per_group + TILE_ROWS - 1) // TILE_ROWS
     col_tiles = (n + TILE_COLS - 1) // TILE_COLS
-    one = np.uint16(0x3C00)
-    negative_zero = np.uint16(0x8000)
     for tile in prange(B.shape[0] * row_tiles * col_tiles):
         wide_vectors()
         g = tile // (row_tiles * col_tiles)
@@ -135,12 +139,7 @@ def _loop(A, B, C, out):
                 a = A[r0 + i, k]
                 row = acc[i]
                 for j in range(width):
-                    if ROUNDED:
-                        # round(a*b) is round(a*b + (-0)): -0 leaves every sum, signed zeros
-                        # included.
-                        row[j] = STEP(STEP(a, b[j], negative_zero), one, row[j])
-                    else:
-                        row[j] = STEP(a, b[j], row[j])
+                    row[j] = STEP(a, b[j], row[j])
         for i in range(height):
             out[r0 + i, j0:j0 + width] = acc[i, :width]
 
@@ -196,7 +195,13 @@ def _f32_half_directed(rc: int):
     return convert
 
 
-_STEPS = {"native": _fma_native, "f16c": _fma_f16c}
+def _rounded_native(a, b, c):
+    # round(a*b) is round(a*b + (-0)): -0 leaves every sum, signed zeros included.
+    return _half_fma(_half_fma(a, b, np.uint16(0x8000)), np.uint16(0x3C00), c)
+
+
+# kind: (the step round(a*b + c), the rounded products' step round(round(a*b) + c))
+_STEPS = {"native": (_fma_native, _rounded_native), "f16c": (_fma_f16c, _rounded_f16c)}
 
 # (a, b, c, IEEE binary16 round(a*b + c)) as bits; each fails one way of getting it wrong.
 PROBES = (
@@ -320,8 +325,8 @@ class HalfAccumulation:
         key = (rounded, parallel)
         if key not in self._loops:
             namespace = dict(globals())
-            namespace.update(STEP=numba.njit(inline="always")(_STEPS[self.kind]),
-                             ROUNDED=rounded, TILE_ROWS=self.tile[0], TILE_COLS=self.tile[1])
+            namespace.update(STEP=numba.njit(inline="always")(_STEPS[self.kind][rounded]),
+                             TILE_ROWS=self.tile[0], TILE_COLS=self.tile[1])
             rows, cols = self.tile
             name = (f"half_{self.kind}_{int(rounded)}_{int(parallel)}_{rows}x{cols}_"
                     f"{self.digest}")
