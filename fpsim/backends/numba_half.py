@@ -45,7 +45,7 @@ from fpsim.backends._instantiate import clone
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
 
-STEP = TO_HALF = FROM_HALF = None
+STEP = LOAD = OPERAND = TO_HALF = FROM_HALF = None
 TILE_ROWS = 4
 TILE_COLS = 512
 # Conversions of arrays this large or larger run in parallel.
@@ -90,7 +90,8 @@ def _fma_native(a, b, c):
 
 
 def _fma_f16c(a, b, c):
-    x = _half_f32(a) * _half_f32(b)  # exact: 11 + 11 significant bits
+    """round(a*b + c) as binary16 bits; a and b are binary16 values in binary32, c bits."""
+    x = a * b  # exact: 11 + 11 significant bits
     y = _half_f32(c)
     s = x + y
     # TwoSum (Knuth): the exact error of the binary32 sum.
@@ -98,17 +99,18 @@ def _fma_f16c(a, b, c):
     yv = s - xv
     e = (x - xv) + (y - yv)
     sb = _f32_bits(s)
-    # Round to odd: an inexact sum whose last bit is even moves one unit toward the exact value.
-    toward = ((sb ^ _f32_bits(e)) >> 31) | np.int32(1)
-    fix = (e != 0) & ((sb & 1) == 0)
-    return _f32_half(_bits_f32(sb + (toward if fix else np.int32(0))))
+    # Round to odd: an inexact sum becomes the odd one of the two binary32 values around the
+    # exact sum, which are s and its neighbour toward zero when e and s differ in sign
+    # (encodings are sign-magnitude: that neighbour's is sb - 1), else s and the one above.
+    odd = (sb + ((sb ^ _f32_bits(e)) >> 31)) | np.int32(1)
+    return _f32_half(_bits_f32(odd if e != 0 else sb))
 
 
 def _rounded_f16c(a, b, c):
     """round(round(a*b) + c): the product is exact in binary32 and converts once; the
     binary32 sum of two binary16 values rounds to binary16 as the exact sum would,
     since 24 >= 2*11 + 2 (Figueroa, "When is double rounding innocuous?", 1995)."""
-    return _f32_half(_half_f32(_f32_half(_half_f32(a) * _half_f32(b))) + _half_f32(c))
+    return _f32_half(_half_f32(_f32_half(a * b)) + _half_f32(c))
 
 
 def _loop(A, B, C, out):
@@ -131,12 +133,16 @@ def _loop(A, B, C, out):
         j0 = tile % col_tiles * TILE_COLS
         width = min(TILE_COLS, n - j0)
         acc = np.empty((TILE_ROWS, TILE_COLS), dtype=np.uint16)
+        b = np.empty(TILE_COLS, dtype=OPERAND)
         for i in range(height):
             acc[i, :width] = C[r0 + i, j0:j0 + width]
         for k in range(k_len):
-            b = B[g, k, j0:j0 + width]
+            # The stretch of B is loaded once for the tile's rows.
+            b_k = B[g, k, j0:j0 + width]
+            for j in range(width):
+                b[j] = LOAD(b_k[j])
             for i in range(height):
-                a = A[r0 + i, k]
+                a = LOAD(A[r0 + i, k])
                 row = acc[i]
                 for j in range(width):
                     row[j] = STEP(a, b[j], row[j])
@@ -200,8 +206,10 @@ def _rounded_native(a, b, c):
     return _half_fma(_half_fma(a, b, np.uint16(0x8000)), np.uint16(0x3C00), c)
 
 
-# kind: (the step round(a*b + c), the rounded products' step round(round(a*b) + c))
-_STEPS = {"native": (_fma_native, _rounded_native), "f16c": (_fma_f16c, _rounded_f16c)}
+# kind: (the step round(a*b + c), the rounded products' step round(round(a*b) + c), the
+# operands a and b as the steps take them: binary16 bits, or binary32)
+_STEPS = {"native": (_fma_native, _rounded_native, (numba.njit(inline="always")(_bits), np.uint16)),
+          "f16c": (_fma_f16c, _rounded_f16c, (_half_f32, np.float32))}
 
 # (a, b, c, IEEE binary16 round(a*b + c)) as bits; each fails one way of getting it wrong.
 PROBES = (
@@ -325,7 +333,9 @@ class HalfAccumulation:
         key = (rounded, parallel)
         if key not in self._loops:
             namespace = dict(globals())
+            load, operand = _STEPS[self.kind][2]
             namespace.update(STEP=numba.njit(inline="always")(_STEPS[self.kind][rounded]),
+                             LOAD=load, OPERAND=operand,
                              TILE_ROWS=self.tile[0], TILE_COLS=self.tile[1])
             rows, cols = self.tile
             name = (f"half_{self.kind}_{int(rounded)}_{int(parallel)}_{rows}x{cols}_"
