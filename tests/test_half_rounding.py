@@ -1,12 +1,12 @@
 """Rounding float32 to binary16 by the CPU's own conversion (fpsim.backends.numba_half).
 
-The Numba backend hands ``round(float32, "fp16")`` to nearest-even (and, on x86,
-toward_zero, up and down), with subnormals and without flags or saturation, to the
-float32-to-binary16 conversion (F16C's ``vcvtps2ph``, or AVX512-FP16's, whose
-immediate gives the direction). Its results are checked against the exact
-rational reference on every binary16 value, midpoint and neighbour, and against the
-NumPy reference backend on random binary32 encodings of every class; its probes are
-checked against the exact reference too. FPSIM_EXHAUSTIVE_FLOAT32=1 also rounds all
+The Numba backend hands ``round(float32, "fp16")`` to nearest-even, toward_zero, up
+and down, with subnormals and without flags or saturation, to the float32-to-binary16
+conversion (F16C's ``vcvtps2ph``, AVX512-FP16's, or aarch64's): nearest-even itself,
+the directed modes as its result or that result's neighbour. Its results are checked
+against the exact rational reference on every binary16 value, midpoint and neighbour,
+and against the NumPy reference backend on random binary32 encodings of every class;
+its probes are checked against the exact reference too. FPSIM_EXHAUSTIVE_FLOAT32=1 also rounds all
 2**32 binary32 encodings (minutes).
 """
 

@@ -22,11 +22,12 @@ zero), so a changed floating-point environment falls back to the generic
 loops instead of giving wrong bits. Rows whose result is not finite are
 recomputed by the generic loops (they own the IEEE special cases and flags).
 
-Rounding float32 to binary16 with ``nearest_even`` (on x86 also ``toward_zero``,
-``up`` and ``down``, the direction being the instruction's immediate) and
-subnormals, without flags or saturation, is the CPU's float32-to-binary16
-conversion (IEEE 754-2019 5.4.2, ``formatOf`` conversion) and its exact way back:
-no software rounding at all. Probes guard each mode the same way (``round_sound``).
+Rounding float32 to binary16 with ``nearest_even`` and subnormals, without flags or
+saturation, is the CPU's float32-to-binary16 conversion (IEEE 754-2019 5.4.2,
+``formatOf`` conversion) and its exact way back: no software rounding at all.
+``toward_zero``, ``up`` and ``down`` are that conversion and one correction (a
+directed rounding is the nearest one or its neighbour). Probes guard each mode the
+same way (``round_sound``).
 """
 
 from __future__ import annotations
@@ -176,29 +177,33 @@ def _bits(h):
     return h
 
 
-# The rounding-direction immediates of x86's float32-to-binary16 conversion (VCVTPS2PH
-# imm8[1:0], Intel SDM): IEEE 754-2019 4.3.2's directed roundings, overflow included.
-DIRECTED = {"down": 1, "up": 2, "toward_zero": 3}
+def _toward_zero(x):
+    """x rounded to binary16 toward zero, as bits: the nearest rounding, or its neighbour
+    toward zero where that went away from zero (a directed rounding is the nearest one
+    or its neighbour on the side of x; encodings are sign-magnitude, so the neighbour
+    toward zero is one less, infinity's being the largest finite value)."""
+    h = _f32_half(x)
+    return np.uint16(h - np.int32(1)) if abs(_half_f32(h)) > abs(x) else h
 
 
-def _f32_half_directed(rc: int):
-    """binary32 to binary16 bits rounded in direction ``rc`` (x86 only)."""
-    @intrinsic
-    def convert(typingctx, x):
-        def codegen(context, builder, signature, args):
-            four = ir.VectorType(ir.FloatType(), 4)
-            vector = builder.insert_element(ir.Constant(four, ir.Undefined), args[0],
-                                            ir.Constant(ir.IntType(32), 0))
-            fn = cgutils.get_or_insert_function(
-                builder.module,
-                ir.FunctionType(ir.VectorType(ir.IntType(16), 8), [four, ir.IntType(32)]),
-                "llvm.x86.vcvtps2ph.128")
-            halves = builder.call(fn, [vector, ir.Constant(ir.IntType(32), rc)])
-            return builder.extract_element(halves, ir.Constant(ir.IntType(32), 0))
+def _up(x):
+    """x rounded to binary16 toward +inf, as bits (see ``_toward_zero``): one unit up in
+    magnitude from a positive result below x, one down from a negative one."""
+    h = _f32_half(x)
+    step = np.int32(1) if h < 0x8000 else np.int32(-1)
+    return np.uint16(h + step) if _half_f32(h) < x else h
 
-        return types.uint16(types.float32), codegen
 
-    return convert
+def _down(x):
+    """x rounded to binary16 toward -inf, as bits (see ``_up``)."""
+    h = _f32_half(x)
+    step = np.int32(-1) if h < 0x8000 else np.int32(1)
+    return np.uint16(h + step) if _half_f32(h) > x else h
+
+
+# The directed roundings, IEEE 754-2019 4.3.2, overflow included: each derived from the
+# CPU's nearest-even conversion, so that the loops vectorise as that one does.
+DIRECTED = {"down": _down, "up": _up, "toward_zero": _toward_zero}
 
 
 def _rounded_native(a, b, c):
@@ -357,10 +362,9 @@ class HalfAccumulation:
         return bool(np.array_equal(got[:, 0], p[:, 3]))
 
     def modes(self) -> tuple[str, ...]:
-        """The rounding modes the conversion offers here: nearest_even, and on x86 the
-        directed ones (its instruction takes the direction)."""
-        directed = platform.machine().lower() in ("x86_64", "amd64")
-        return ("nearest_even", *DIRECTED) if directed else ("nearest_even",)
+        """The rounding modes the conversion offers: nearest_even, and the directed ones
+        derived from it."""
+        return ("nearest_even", *DIRECTED)
 
     def rounder(self, mode: str, parallel: bool, bits: bool = False):
         """The loop rounding float32 to binary16 in ``mode`` (one of ``modes()``), into
@@ -368,7 +372,7 @@ class HalfAccumulation:
         key = ("round", mode, parallel, bits)
         if key not in self._loops:
             namespace = dict(globals(), TO_HALF=_f32_half if mode == "nearest_even"
-                             else _f32_half_directed(DIRECTED[mode]),
+                             else numba.njit(inline="always")(DIRECTED[mode]),
                              FROM_HALF=numba.njit(inline="always")(_bits) if bits else _half_f32)
             name = f"round_{mode}_{int(parallel)}{'_bits' if bits else ''}_{self.digest}"
             self._loops[key] = numba.njit(parallel=parallel, cache=True)(
