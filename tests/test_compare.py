@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fpsim
+from fpsim.backends import numba_backend
 from fpsim.compare import Case, evaluate, run
 from fpsim.compare import gpu as gpu_suite
 from fpsim.compare.cpu import numpy_pairwise
@@ -150,7 +151,11 @@ class NumpyStandIn:
         return product.astype(np.float16 if compute == "fp16" else np.float32).astype(float)
 
 
-def test_the_gpu_suite_runs_on_a_stand_in():
+def test_the_gpu_suite_runs_on_a_stand_in(monkeypatch):
+    # Serial generic loops only: the parallel ones and those compiled for a format (from
+    # 2**20 steps) are other tests' subject; compiling them took half this test's time.
+    monkeypatch.setattr(numba_backend, "SPECIALISE_FROM", 1 << 40)
+    monkeypatch.setattr(numba_backend, "PARALLEL_FROM", 1 << 40)
     with fpsim.backend("numba"):  # the NumPy backend takes minutes for the split-K search
         records = [evaluate(c) if isinstance(c, Case) else c
                    for c in gpu_suite.cases(2048, 0, device=NumpyStandIn())]

@@ -102,6 +102,15 @@ CONVERT_FROM = 1 << 12
 COUNT_FIRST = 1 << 16
 
 
+def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Read-only views of a loop's input arrays: Numba compiles a loop once per argument
+    type, and a read-only array's type is not a writeable one's."""
+    views = tuple(a.view() for a in arrays)
+    for view in views:
+        view.flags.writeable = False
+    return views
+
+
 class Backend:
     """The CPU backend (``fpsim.backends.protocol.Backend``)."""
 
@@ -196,6 +205,9 @@ class Backend:
             bad = self.apply(kernel, operands, wide, flags, spec, key, check, hot)
             np.copyto(out, wide, casting="unsafe")
             return bad
+        x, *rest = _frozen(*operands)
+        y = rest[0] if rest else x
+        z = rest[1] if len(rest) > 1 else x
         result_dtype = np.dtype(np.float32) if store != "wide" else out.dtype
         if store != "wide":
             out = out.view(np.uint16)  # the loops store the format's encodings
@@ -203,8 +215,6 @@ class Backend:
                                out.size)
         if mode is not None and self.half.round(x, out, mode):
             return 0
-        y = operands[1] if len(operands) > 1 else x
-        z = operands[2] if len(operands) > 2 else x
         encoding = self.encoding(kernel, x.dtype, result_dtype, spec, check)
         if encoding is not BINARY64:
             spec = spec_for(spec, encoding)
@@ -228,9 +238,10 @@ class Backend:
             np.copyto(out, x, casting="unsafe")
         else:
             self.conversions(name, *(a.view(np.uint16) if a.itemsize == 2 else a
-                                     for a in (x, out)))
+                                     for a in (*_frozen(x), out)))
 
     def first_unrepresentable(self, x, spec) -> int:
+        (x,) = _frozen(x)
         if x.size >= COUNT_FIRST:
             # Most arrays are clean: a count (vectorised, in parallel) says so;
             # the search, which stops at the first bad element, runs only if not.
@@ -240,6 +251,7 @@ class Backend:
         return int(self._loop(numba_loops.first_unrepresentable, parallel=False)(x, spec))
 
     def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
+        A, B, C = _frozen(A, B, C)
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
         binding = dict(WANT_FLAGS=want_stats, STOCHASTIC=key is not None, ROUNDED=rounded,
@@ -271,6 +283,7 @@ class Backend:
         return counts.sum(axis=0)
 
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
+        A, B, C = _frozen(A, B, C)
         counts = np.zeros((A.shape[0] if want_stats else 1, 5), dtype=np.int64)
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
         # The tiled loop is compiled per block size and pads K to whole blocks: real
