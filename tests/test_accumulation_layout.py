@@ -35,3 +35,24 @@ def test_batch_elements_are_slice_products(backend_name, shape_a, shape_b, optio
                                                       strict=True)) if shape_b[:-2] else ()
         expected = fpsim.matmul(a[ia], b[ib], **options)
         np.testing.assert_array_equal(out[index], expected)
+
+
+@pytest.mark.parametrize("options", [{"accum": "bf16", "rounding": "toward_zero"},
+                                     {"model": hw.H100}])
+def test_read_only_inputs_share_the_loops_of_writeable_ones(options):
+    """Read-only inputs (np.broadcast_to views, frozen arrays) give the bits of writeable
+    copies, from the loops compiled for those: no loop is compiled again for them."""
+    from fpsim.backends import backend, get_backend
+
+    rng = np.random.default_rng(4)
+    a = np.asarray(fpsim.round(rng.standard_normal((6, 40)), "bf16"))
+    b = np.asarray(fpsim.round(rng.standard_normal((40, 5)), "bf16"))
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    with backend("numba"):
+        loops = get_backend()._loops
+        want = fpsim.matmul(a, b, **options)
+        compiled = {id(loop): len(loop.signatures) for loop in loops.values()}
+        got = fpsim.matmul(frozen, np.broadcast_to(b, b.shape), **options)
+        assert {id(loop): len(loop.signatures) for loop in loops.values()} == compiled
+    assert np.array_equal(np.asarray(got).view(np.int64), np.asarray(want).view(np.int64))
