@@ -56,34 +56,53 @@ def grid(a, t, emin):
     return sig, d, sig & ((1 << minimum(d, SHIFT_CAP)) - 1)
 
 
-def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
-    """Whether the truncated magnitude moves up one unit (every mode but odd).
+def offset(odd, rem, d, sticky, neg, rnd, mode, rbits):
+    """What rounding adds below the format's last place: the truncated magnitude moves
+    up one unit exactly when ``rem + offset`` reaches the unit ``2**d`` (d capped),
+    so that on the grid ``(a + offset)`` carries into the kept bits by itself.
 
-    ``odd``: the truncated magnitude is an odd multiple of the unit.
+    ``odd``: the truncated magnitude is an odd multiple of the unit. Every offset is
+    at most one unit.
     """
-    half = (1 << minimum(d, SHIFT_CAP)) >> 1
-    # d = 0 happens only for exact inputs (sticky clear): nothing to round.
-    tie = (rem == half) & (d > 0)
-    above = (rem > half) | (tie & sticky)
-    tie = tie & (sticky == 0)
+    unit = 1 << minimum(d, SHIFT_CAP)
+    half = unit >> 1
+    # d = 0 happens only for exact inputs (sticky clear): nothing to round, no offset.
+    # Nearest-even: a tie (rem == half) carries only with an odd unit or a sticky bit.
+    nearest_even = maximum(half - 1 + select(odd | sticky, 1, 0), 0)
     inexact = (rem != 0) | sticky
+    away = unit - 1 + select(sticky, 1, 0)  # any nonzero remainder or sticky bit carries
     # Stochastic: R uniform in [0, 2**r) rounds away iff R < floor(f * 2**r).
     r = minimum(rbits, d)
     g = rem >> minimum(d - r, SHIFT_CAP + 1)
     sr = (rnd >> (53 - r)) < g
     return select(
         mode == NEAREST_EVEN,
-        above | (tie & odd),
+        nearest_even,
         select(
             mode == NEAREST_AWAY,
-            above | tie,
+            half,
             select(
                 mode == UP,
-                inexact & (neg == 0),
-                select(mode == DOWN, inexact & neg, (mode == STOCHASTIC) & sr),
+                select(neg, 0, away),
+                select(
+                    mode == DOWN,
+                    select(neg, away, 0),
+                    select(
+                        mode == STOCHASTIC,
+                        select(sr, unit, 0),
+                        # Round to odd: an inexact magnitude on an even unit moves up one.
+                        select((mode == ODD) & inexact & (odd == 0), unit, 0),
+                    ),
+                ),
             ),
         ),
     )
+
+
+def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
+    """Whether the truncated magnitude moves up one unit."""
+    return rem + offset(odd, rem, d, sticky, neg, rnd, mode, rbits) >= (
+        1 << minimum(d, SHIFT_CAP))
 
 
 def overflow_value(neg, spec):
@@ -105,17 +124,16 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
     float64 >= 0, or +inf, or NaN (overflow in a finite-style format).
     """
     sig, d, rem = grid(a, spec.t, spec.emin)
-    # The result is built in the carrier's encoding: truncating is clearing the
-    # low d bits, one unit up is adding 2**d (a carry moves into the exponent).
-    # Below the smallest subnormal (d > FRAC) the candidates are 0 and 2**(emin-t).
+    # The result is built in the carrier's encoding: adding the offset and clearing
+    # the low d bits rounds (a carry moves into the exponent). Below the smallest
+    # subnormal (d > FRAC) the candidates are 0 and 2**(emin-t).
     on_grid = d <= FRAC
-    keep = select(on_grid, a - rem, 0)
-    unit = select(on_grid, 1 << minimum(d, FRAC), pow2_bits(spec.emin - spec.t))
     odd = select(d == FRAC, True, on_grid & (((a >> minimum(d, FRAC)) & 1) == 1))
     inexact = (rem != 0) | sticky
-    inc = increment(odd, rem, d, sticky, neg, rnd, spec.mode, spec.rbits)
-    up = select(spec.mode == ODD, inexact & (odd == 0), inc)
-    rounded = keep + select(up, unit, 0)
+    add = offset(odd, rem, d, sticky, neg, rnd, spec.mode, spec.rbits)
+    up = rem + add >= (1 << minimum(d, SHIFT_CAP))
+    rounded = select(on_grid, (a + add) & (0 - (1 << minimum(d, FRAC))),
+                     select(up, pow2_bits(spec.emin - spec.t), 0))
     # Compared as encodings: a carrier at +inf may step past it.
     over = rounded > f64_bits(spec.maxv)
     v = select(over, overflow_value(neg, spec), bits_f64(rounded))
