@@ -177,6 +177,9 @@ def _bits(h):
     return h
 
 
+_same_bits = numba.njit(inline="always")(_bits)
+
+
 def _toward_zero(x):
     """x rounded to binary16 toward zero, as bits: the nearest rounding, or its neighbour
     toward zero where that went away from zero (a directed rounding is the nearest one
@@ -213,7 +216,7 @@ def _rounded_native(a, b, c):
 
 # kind: (the step round(a*b + c), the rounded products' step round(round(a*b) + c), the
 # operands a and b as the steps take them: binary16 bits, or binary32)
-_STEPS = {"native": (_fma_native, _rounded_native, (numba.njit(inline="always")(_bits), np.uint16)),
+_STEPS = {"native": (_fma_native, _rounded_native, (_same_bits, np.uint16)),
           "f16c": (_fma_f16c, _rounded_f16c, (_half_f32, np.float32))}
 
 # (a, b, c, IEEE binary16 round(a*b + c)) as bits; each fails one way of getting it wrong.
@@ -373,7 +376,7 @@ class HalfAccumulation:
         if key not in self._loops:
             namespace = dict(globals(), TO_HALF=_f32_half if mode == "nearest_even"
                              else numba.njit(inline="always")(DIRECTED[mode]),
-                             FROM_HALF=numba.njit(inline="always")(_bits) if bits else _half_f32)
+                             FROM_HALF=_same_bits if bits else _half_f32)
             name = f"round_{mode}_{int(parallel)}{'_bits' if bits else ''}_{self.digest}"
             self._loops[key] = numba.njit(parallel=parallel, cache=True)(
                 clone(_round, namespace, name))

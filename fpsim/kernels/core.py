@@ -99,10 +99,14 @@ def offset(odd, rem, d, sticky, neg, rnd, mode, rbits):
     )
 
 
+def carries(rem, add, d):
+    """Whether ``rem + add`` reaches the unit: the truncated magnitude moves up one."""
+    return rem + add >= (1 << minimum(d, SHIFT_CAP))
+
+
 def increment(odd, rem, d, sticky, neg, rnd, mode, rbits):
     """Whether the truncated magnitude moves up one unit."""
-    return rem + offset(odd, rem, d, sticky, neg, rnd, mode, rbits) >= (
-        1 << minimum(d, SHIFT_CAP))
+    return carries(rem, offset(odd, rem, d, sticky, neg, rnd, mode, rbits), d)
 
 
 def overflow_value(neg, spec):
@@ -131,9 +135,8 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
     odd = select(d == FRAC, True, on_grid & (((a >> minimum(d, FRAC)) & 1) == 1))
     inexact = (rem != 0) | sticky
     add = offset(odd, rem, d, sticky, neg, rnd, spec.mode, spec.rbits)
-    up = rem + add >= (1 << minimum(d, SHIFT_CAP))
     rounded = select(on_grid, (a + add) & (0 - (1 << minimum(d, FRAC))),
-                     select(up, pow2_bits(spec.emin - spec.t), 0))
+                     select(carries(rem, add, d), pow2_bits(spec.emin - spec.t), 0))
     # Compared as encodings: a carrier at +inf may step past it.
     over = rounded > f64_bits(spec.maxv)
     v = select(over, overflow_value(neg, spec), bits_f64(rounded))
