@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
 from fpsim._checks import boolean
 from fpsim._dtypes import is_bfloat16
 from fpsim._inputs import (
+    FLOAT_DTYPES,
     array_module,
     as_dtype,
     as_float_array,
@@ -26,8 +28,6 @@ from fpsim.kernels.spec import Spec, make_spec
 from fpsim.modes import STOCHASTIC
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from fpsim.backends.protocol import Backend
 
 SEED_LIMIT = 1 << 64
@@ -42,6 +42,26 @@ def stream_key(seed: int | None) -> int:
         raise ValueError(f"seed must be an integer in 0..2**64-1 or None, got {seed!r}")
     with np.errstate(over="ignore"):
         return int(mix64(np.array([int(seed)], dtype=np.uint64))[0])
+
+
+class Plan(NamedTuple):
+    """What a call's format, mode and options and its operands' dtypes and shapes decide."""
+
+    spec: Spec
+    shape: tuple[int, ...]  # the result's
+    dtype: np.dtype  # the result's
+    check: bool  # operands need the representability check
+    flags: bool
+    scalar: bool  # every operand 0-d: a scalar result
+    xp: ModuleType
+    stored: bool  # backends store the result's dtype (into's if given): _stored
+
+
+# Plans of earlier calls: a call like one before (the same options, operands of the same
+# dtypes and shapes) skips the validation that made its plan. Keyed with the options'
+# types as well, so that a value equal to a valid one (1 for True) is validated anew.
+_PLANS: dict[tuple[Any, ...], Plan] = {}
+MAX_PLANS = 4096
 
 
 def elementwise(
@@ -65,6 +85,49 @@ def elementwise(
     ``dtype``: the result's dtype, one holding every value of ``fmt`` (default: NumPy's
     promotion of the operands' dtypes and ``fmt.dtype``).
     """
+    options = (fmt, rounding, subnormals, saturate, flags, random_bits)
+    key = _plan_key(kernel, options, arithmetic, dtype, operands.values(), into)
+    try:
+        plan = None if key is None else _PLANS.get(key)
+    except TypeError:  # an unhashable format or mode: _plan names it
+        key = plan = None
+    if plan is None:
+        plan, arrays = _plan(kernel, operands, *options, arithmetic, into, dtype)
+        if key is not None:
+            if len(_PLANS) >= MAX_PLANS:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    else:
+        arrays = operands  # NumPy arrays of float16, float32 or float64, as _plan takes them
+    if into is not None and not getattr(into.flags, "writeable", True):  # CuPy: no such flag
+        raise ValueError("out is read-only")
+    return _execute(kernel, plan, arrays, fmt, seed, into)
+
+
+def _plan_key(kernel: str, options: tuple[Any, ...], arithmetic: bool,
+              dtype: np.dtype | None, operands: Any, into: Any) -> tuple[Any, ...] | None:
+    """The key of a call's plan; None for operands other than NumPy float arrays, or for
+    options of other types than their plans were made for (1 for True: validated anew)."""
+    _, _, subnormals, saturate, flags, random_bits = options
+    if (type(subnormals) is not bool or type(saturate) is not bool or type(flags) is not bool
+            or (random_bits is not None and type(random_bits) is not int)):
+        return None
+    key: tuple[Any, ...] = (kernel, arithmetic, dtype, options)
+    for x in operands:
+        if type(x) is not np.ndarray or x.dtype not in FLOAT_DTYPES:
+            return None
+        key += (x.dtype, x.shape)
+    if into is not None:
+        if type(into) is not np.ndarray:
+            return None
+        key += (into.dtype, into.shape)
+    return key
+
+
+def _plan(kernel: str, operands: dict[str, Any], fmt: Format | str, rounding: str,
+          subnormals: bool, saturate: bool, flags: bool, random_bits: int | None,
+          arithmetic: bool, into: Any, dtype: np.dtype | None) -> tuple[Plan, dict[str, Any]]:
+    """A call's plan and its operands as arrays, or ValueError naming what is wrong."""
     fmt = as_format(fmt)
     spec = make_spec(fmt, rounding, subnormals, saturate, random_bits)
     flags = boolean(flags, "flags")
@@ -78,32 +141,41 @@ def elementwise(
     shape = broadcast(arrays)
     if dtype is None:
         dtype = result_dtype(*arrays.values(), fmt.dtype)
+    stored = _stored(dtype if into is None else _check_into(into, shape, fmt, xp).dtype, xp)
+    # Operands of a dtype whose values are the format's need no check.
+    check = arithmetic and any(format_of_dtype(a.dtype) != fmt for a in arrays.values())
+    scalar = all(a.ndim == 0 for a in arrays.values())
+    return Plan(spec, shape, dtype, check, flags, scalar, xp, stored), arrays
+
+
+def _execute(kernel: str, plan: Plan, arrays: dict[str, Any], fmt: Format | str,
+             seed: int | None, into: Any) -> Any:
+    """Run a planned call: its result (and flags), written to ``into`` if given."""
+    xp, shape = plan.xp, plan.shape
     flat = [flat_operand(a, shape, xp) for a in arrays.values()]
     if into is not None:
-        written = into if _direct(_check_into(into, shape, fmt, xp), flat, xp) else None
+        written = into if plan.stored and _direct(into, flat, xp) else None
     else:
         # A 16-bit result (float16, bfloat16) is stored by the kernels themselves.
-        written = xp.empty(shape, dtype=dtype) if _stored(dtype, xp) else None
+        written = xp.empty(shape, dtype=plan.dtype) if plan.stored else None
     if written is not None:
         out = written
     else:
-        work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+        work = np.dtype(np.float64) if plan.dtype == np.float64 else np.dtype(np.float32)
         out = xp.empty(shape, dtype=work)
-    flag_out = xp.zeros(shape, dtype=np.uint8) if flags else None
-    # Operands of a dtype whose values are the format's need no check.
-    check = arithmetic and any(format_of_dtype(a.dtype) != fmt for a in arrays.values())
-    bad = run(kernel, flat, out, flag_out, spec, seed, check=check)
+    flag_out = xp.zeros(shape, dtype=np.uint8) if plan.flags else None
+    bad = run(kernel, flat, out, flag_out, plan.spec, seed, check=plan.check)
     if bad:
-        _raise_unrepresentable(get_backend(), arrays, spec, fmt, xp)
+        _raise_unrepresentable(get_backend(), arrays, plan.spec, as_format(fmt), xp)
     if into is not None:
         if written is None:
             copy_exact(out, into)  # values of fmt, into a dtype holding them
-        return (into, flag_out) if flags else into
-    result = as_dtype(out, dtype)
-    if all(a.ndim == 0 for a in arrays.values()):
+        return (into, flag_out) if plan.flags else into
+    result = as_dtype(out, plan.dtype)
+    if plan.scalar:
         result = result[()]
         flag_out = None if flag_out is None else flag_out[()]
-    return (result, flag_out) if flags else result
+    return (result, flag_out) if plan.flags else result
 
 
 def _check_into(into: Any, shape: tuple[int, ...], fmt: Format, xp: ModuleType) -> Any:
@@ -118,8 +190,6 @@ def _check_into(into: Any, shape: tuple[int, ...], fmt: Format, xp: ModuleType) 
         raise ValueError(f"out's dtype {into.dtype} cannot hold every value of {fmt.name}: use "
                          f"float64, float32 (for formats within binary32) or a dtype of "
                          f"exactly {fmt.name}")
-    if not getattr(into.flags, "writeable", True):  # CuPy's arrays have no such flag
-        raise ValueError("out is read-only")
     return into
 
 
@@ -130,17 +200,17 @@ def _stored(dtype: np.dtype, xp: ModuleType) -> bool:
 
 
 def _direct(into: Any, flat: list[Any], xp: ModuleType) -> bool:
-    """Whether the kernel can write ``into`` in place: contiguous, of a dtype backends store
-    (``_stored``), that no operand overlaps or that is exactly an operand (each element
+    """Whether the kernel can write ``into``, of a dtype backends store (``_stored``), in
+    place: contiguous, and no operand overlaps it or it is exactly an operand (each element
     read before written)."""
-    if not _stored(into.dtype, xp) or not into.flags.c_contiguous:
+    if not into.flags.c_contiguous:
         return False
-    target = into.reshape(-1)
     for operand in flat:
-        if xp.may_share_memory(operand, target) and not (
-                _address(operand, xp) == _address(target, xp)
-                and operand.dtype == target.dtype and operand.strides == target.strides):
-            return False
+        if xp.may_share_memory(operand, into):
+            target = into.reshape(-1)
+            if not (_address(operand, xp) == _address(target, xp)
+                    and operand.dtype == target.dtype and operand.strides == target.strides):
+                return False
     return True
 
 

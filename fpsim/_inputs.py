@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_FLOAT16 = FLOAT_DTYPES[0]
 
 
 def as_float_array(x: Any, name: str, device: bool = False) -> Any:
@@ -170,12 +171,13 @@ def errstate(xp: ModuleType) -> AbstractContextManager[object]:
 
 def flat_operand(arr: Any, shape: tuple[int, ...], xp: ModuleType = np) -> Any:
     """``arr`` broadcast to ``shape``, as a contiguous 1-D float32/float64 array of ``xp``."""
-    if arr.dtype == np.float16:
+    if arr.dtype == _FLOAT16:
         arr = as_dtype(arr, np.float32)
-    arr = xp.asarray(arr)
-    if arr.shape == shape:
-        return xp.ascontiguousarray(arr).reshape(-1)
-    return xp.ascontiguousarray(xp.broadcast_to(arr, shape)).reshape(-1)
+    if xp is not np:
+        arr = xp.asarray(arr)  # a host operand of a GPU call, copied to the device
+    if arr.shape != shape:
+        arr = xp.broadcast_to(arr, shape)
+    return arr.ravel()  # a view of a C-contiguous arr, a C-contiguous copy of any other
 
 
 def as_dtype(x: Any, dtype: npt.DTypeLike) -> Any:

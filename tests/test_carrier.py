@@ -99,6 +99,7 @@ def loops_used(call) -> set:
     """The encodings of the elementwise loops ``call`` runs (the Numba backend's)."""
     backend = get_backend()
     backend._loops.clear()  # compiled loops stay cached on disk
+    backend._choices.clear()
     call()
     return {dict(k[2:]).get("ENCODING") for k in backend._loops
             if isinstance(k[0], str) and k[0] == "loop"}

@@ -70,6 +70,7 @@ PRIMITIVES_BINARY32 = dict(PRIMITIVES, f64_bits=_jit(lambda x: _f32_bits(np.floa
                            bits_f64=_bits_f32, **numba_lanes.LANE_PRIMITIVES)
 
 _EMPTY_FLAGS = np.zeros(0, dtype=np.uint8)
+_NO_KEY = np.uint64(0)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
     "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
@@ -102,12 +103,12 @@ CONVERT_FROM = 1 << 12
 COUNT_FIRST = 1 << 16
 
 
-def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+def _frozen(*arrays: np.ndarray) -> list[np.ndarray]:
     """Read-only views of a loop's input arrays: Numba compiles a loop once per argument
     type, and a read-only array's type is not a writeable one's."""
-    views = tuple(a.view() for a in arrays)
+    views = [a.view() for a in arrays]
     for view in views:
-        view.flags.writeable = False
+        view.setflags(write=False)
     return views
 
 
@@ -123,6 +124,7 @@ class Backend:
         self.kernels = instantiate(PRIMITIVES, _jit, suffix=f"_{self.digest}")
         self._binary32: dict | None = None
         self._loops: dict = {}
+        self._choices: dict = {}
         kind = numba_half.compiled_for()
         half_digest = source_digest(numba_half, numba_vectors)
         self.half = kind and numba_half.HalfAccumulation(kind, half_digest)
@@ -195,42 +197,64 @@ class Backend:
 
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
         """``hot``: a call repeated with this spec (a training run): compile for it at any size."""
-        x = operands[0]
-        store = numba_convert.kind(out.dtype)
-        # Short arrays, or binary16 without the CPU's conversion: the float32 loops, then
-        # NumPy's conversion (no loop compiled for a 16-bit store).
-        if store != "wide" and (out.size < CONVERT_FROM or (store == "binary16"
-                                                            and not self.half)):
+        size = out.size
+        # The loop depends on these alone; most calls repeat an earlier call's choice.
+        choice = (kernel, operands[0].dtype, out.dtype, spec, flags is not None, key is not None,
+                  check, hot or size >= SPECIALISE_FROM, size >= PARALLEL_FROM,
+                  size >= HALF_ROUND_FROM, size >= CONVERT_FROM)
+        store, mode, loop, loop_spec = self._choices.get(choice) or self._choose(*choice)
+        if store is None:
+            # A short 16-bit result, or binary16 without the CPU's conversion: the float32
+            # loops, then NumPy's conversion (no loop compiled for a 16-bit store).
             wide = np.empty(out.shape, np.float32)
             bad = self.apply(kernel, operands, wide, flags, spec, key, check, hot)
             np.copyto(out, wide, casting="unsafe")
             return bad
         x, *rest = _frozen(*operands)
-        y = rest[0] if rest else x
-        z = rest[1] if len(rest) > 1 else x
-        result_dtype = np.dtype(np.float32) if store != "wide" else out.dtype
         if store != "wide":
             out = out.view(np.uint16)  # the loops store the format's encodings
-        mode = self._half_mode(kernel, x.dtype, result_dtype, spec, flags is not None, check,
-                               out.size)
         if mode is not None and self.half.round(x, out, mode):
             return 0
-        encoding = self.encoding(kernel, x.dtype, result_dtype, spec, check)
-        if encoding is not BINARY64:
-            spec = spec_for(spec, encoding)
+        if loop is None:  # the CPU's conversion refused the call: the software rounding
+            store, mode, loop, loop_spec = self._choose(*choice, software=True)
+        y = rest[0] if rest else x
+        z = rest[1] if len(rest) > 1 else x
+        return int(loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
+                        _NO_KEY if key is None else np.uint64(key), loop_spec))
+
+    def _choose(self, kernel, x_dtype, out_dtype, spec, flags, stochastic, check, specialise,
+                parallel, long, converted, software=False):
+        """``apply``'s (store kind or None, binary16 conversion mode or None, loop or None,
+        the loop's spec) for a call. The loop is compiled only where there is no conversion
+        mode, or once the conversion refuses a call (``software``; it is still tried first
+        on later calls)."""
+        choice = (kernel, x_dtype, out_dtype, spec, flags, stochastic, check, specialise,
+                  parallel, long, converted)
+        store = numba_convert.kind(out_dtype)
+        if store != "wide" and (not converted or (store == "binary16" and not self.half)):
+            self._choices[choice] = (None, None, None, None)
+            return self._choices[choice]
+        result_dtype = np.dtype(np.float32) if store != "wide" else out_dtype
+        mode = self._half_mode(kernel, x_dtype, result_dtype, spec, flags, check,
+                               HALF_ROUND_FROM if long else 0)
+        if mode is not None and not software:
+            self._choices[choice] = (store, mode, None, None)
+            return self._choices[choice]
+        encoding = self.encoding(kernel, x_dtype, result_dtype, spec, check)
         loop = self._loop(
             numba_loops.loop,
-            out.size >= PARALLEL_FROM,
+            parallel,
             KERNEL=kernel,
-            WANT_FLAGS=flags is not None,
-            STOCHASTIC=key is not None,
+            WANT_FLAGS=flags,
+            STOCHASTIC=stochastic,
             CHECK=check,
-            SPEC=spec if hot or out.size >= SPECIALISE_FROM else None,
+            SPEC=spec if specialise else None,
             ENCODING=encoding.name,
             STORE=store,
         )
-        return int(loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
-                        np.uint64(0 if key is None else key), spec))
+        loop_spec = spec if encoding is BINARY64 else spec_for(spec, encoding)
+        self._choices[choice] = (store, mode, loop, loop_spec)
+        return self._choices[choice]
 
     def convert(self, x, out) -> None:
         name = self.conversions.loop(x.dtype, out.dtype) if x.size >= CONVERT_FROM else None
