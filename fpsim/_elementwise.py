@@ -58,8 +58,9 @@ class Plan(NamedTuple):
 
 
 # Plans of earlier calls: a call like one before (the same options, operands of the same
-# dtypes and shapes) skips the validation that made its plan. Keyed with the options'
-# types as well, so that a value equal to a valid one (1 for True) is validated anew.
+# dtypes and shapes) skips the validation that made its plan. Only options of their
+# exact types are looked up, so that a value equal to a valid one (1 for True) is
+# validated anew.
 _PLANS: dict[tuple[Any, ...], Plan] = {}
 MAX_PLANS = 4096
 
