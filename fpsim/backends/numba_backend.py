@@ -202,7 +202,7 @@ class Backend:
         choice = (kernel, operands[0].dtype, out.dtype, spec, flags is not None, key is not None,
                   check, hot or size >= SPECIALISE_FROM, size >= PARALLEL_FROM,
                   size >= HALF_ROUND_FROM, size >= CONVERT_FROM)
-        store, mode, loop, loop_spec = self._choices.get(choice) or self._choose(*choice)
+        store, mode, loop, loop_spec = self._choices.get(choice) or self._choose(choice)
         if store is None:
             # A short 16-bit result, or binary16 without the CPU's conversion: the float32
             # loops, then NumPy's conversion (no loop compiled for a 16-bit store).
@@ -216,20 +216,19 @@ class Backend:
         if mode is not None and self.half.round(x, out, mode):
             return 0
         if loop is None:  # the CPU's conversion refused the call: the software rounding
-            store, mode, loop, loop_spec = self._choose(*choice, software=True)
+            store, mode, loop, loop_spec = self._choose(choice, software=True)
         y = rest[0] if rest else x
         z = rest[1] if len(rest) > 1 else x
         return int(loop(x, y, z, out, _EMPTY_FLAGS if flags is None else flags,
                         _NO_KEY if key is None else np.uint64(key), loop_spec))
 
-    def _choose(self, kernel, x_dtype, out_dtype, spec, flags, stochastic, check, specialise,
-                parallel, long, converted, software=False):
+    def _choose(self, choice: tuple, software: bool = False) -> tuple:
         """``apply``'s (store kind or None, binary16 conversion mode or None, loop or None,
-        the loop's spec) for a call. The loop is compiled only where there is no conversion
-        mode, or once the conversion refuses a call (``software``; it is still tried first
-        on later calls)."""
-        choice = (kernel, x_dtype, out_dtype, spec, flags, stochastic, check, specialise,
-                  parallel, long, converted)
+        the loop's spec) for a call's ``choice``. The loop is compiled only where there is
+        no conversion mode, or once the conversion refuses a call (``software``; it is
+        still tried first on later calls)."""
+        (kernel, x_dtype, out_dtype, spec, flags, stochastic, check, specialise, parallel, long,
+         converted) = choice
         store = numba_convert.kind(out_dtype)
         if store != "wide" and (not converted or (store == "binary16" and not self.half)):
             self._choices[choice] = (None, None, None, None)
