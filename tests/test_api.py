@@ -313,7 +313,7 @@ def test_bench_names_the_cpu_and_its_vector_features():
 def test_matmul_bench_runs_small():
     from fpsim.bench import run_matmul
 
-    rows = run_matmul(sizes=(8,), repeats=1, backend="numpy")
+    rows = run_matmul(sizes=(8,), repeats=1, backend="numpy", pause=0)
     assert [r[0] for r in rows][0] == "np.matmul float32" and len(rows) == 5
     assert "fp32 accum, order=any, float64 in" in [r[0] for r in rows]
     assert all(r[2] > 0 and r[3] > 0 for r in rows)
