@@ -10,6 +10,7 @@ import numpy as np
 from fpsim._checks import boolean
 from fpsim._elementwise import stream_key
 from fpsim._inputs import array_module, as_dtype, as_float_array, result_dtype
+from fpsim._workspace import scratch
 from fpsim.accumulation.blocks import block_matmul
 from fpsim.accumulation.operands import check_float32_values, initial, layout, result_shape
 from fpsim.accumulation.stats import AccumulationStats
@@ -82,7 +83,9 @@ def accumulate(
     elif blas:
         with np.errstate(all="ignore"):
             a32, b32 = narrowed or (np.asarray(a, np.float32), np.asarray(b, np.float32))
-            result = np.matmul(a32, b32)
+            # A product that is copied into a new array below can be a scratch array.
+            result = np.matmul(a32, b32, out=None if dtype == np.float32 else
+                               scratch("product", result_shape(a, b), np.float32))
             if c is not None:
                 result = result + initial(c, result.shape, fmt, spec).astype(np.float32)
         counts = np.zeros(5, dtype=np.int64)

@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from fpsim._inputs import array_module, as_dtype, as_float_array, errstate, host_value
+from fpsim._inputs import array_module, as_dtype, as_float_array, host_value
+from fpsim._workspace import scratch
 from fpsim.backends import get_backend
+from fpsim.backends.numpy_backend import narrow_arrays
 from fpsim.formats import Format
 from fpsim.kernels.spec import Spec
 
@@ -17,23 +19,26 @@ from fpsim.kernels.spec import Spec
 def check_float32_values(x: Any, name: str) -> Any:
     """Products of float32 values are exact in binary64; refuse anything else.
 
-    Returns the values as a float32 array (``x`` itself when it is one).
+    Returns the values as a float32 array: ``x`` itself when it is one, else, for a host
+    array, a scratch array (``fpsim._workspace``) that only this call may use.
     """
     if x.dtype in (np.float16, np.float32):
         return as_dtype(x, np.float32)
-    narrowed = x.astype(np.float32)
     xp = array_module([x])
-    with errstate(xp):
-        differ = narrowed != x  # NaN too: a second look sorts those out
-        if differ.any():
-            bad = differ & ~xp.isnan(x)
-            if bad.any():
-                where = tuple(int(i) for i in np.unravel_index(int(bad.argmax()), x.shape))
-                raise ValueError(
-                    f"{name}[{where}]={host_value(x[where])!r} is not a float32 value; the "
-                    f"inputs of an accumulation must be float32 values (fp32, tf32, bf16, "
-                    f"fp16, fp8) so that their products are exact"
-                )
+    narrowed = (scratch(f"narrowed {name}", x.shape, np.float32) if xp is np
+                else xp.empty(x.shape, dtype=np.float32))
+    flat = xp.ascontiguousarray(x).reshape(-1)
+    if xp is np:
+        bad = get_backend().narrow(flat, narrowed.reshape(-1))
+    else:
+        bad = narrow_arrays(xp, flat, narrowed.reshape(-1))
+    if bad >= 0:
+        where = tuple(int(i) for i in np.unravel_index(bad, x.shape))
+        raise ValueError(
+            f"{name}[{where}]={host_value(x[where])!r} is not a float32 value; the "
+            f"inputs of an accumulation must be float32 values (fp32, tf32, bf16, "
+            f"fp16, fp8) so that their products are exact"
+        )
     return narrowed
 
 

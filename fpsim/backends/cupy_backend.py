@@ -28,6 +28,7 @@ from numba import cuda
 from fpsim.backends import cuda_loops, cuda_registries
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
+from fpsim.backends.numpy_backend import narrow_arrays
 from fpsim.backends.protocol import ARITY, COUNTERS, is_device_array
 from fpsim.backends.schedule import pairwise_program, stack_depth
 
@@ -215,6 +216,9 @@ class Backend:
         self.launch(cuda_loops.first_unrepresentable, x.size, self.to_device(x), first, spec)
         index = int(first.copy_to_host()[0])
         return -1 if index == x.size else index
+
+    def narrow(self, x, out) -> int:
+        return narrow_arrays(np, x, out)
 
     def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
         per_group = A.shape[0] // max(B.shape[0], 1)

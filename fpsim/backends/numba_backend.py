@@ -74,7 +74,7 @@ _NO_KEY = np.uint64(0)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
     "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
-    "hw_decode", "bits_f64",
+    "hw_decode", "bits_f64", "f64_bits",
 )
 
 # Binary16, nearest_even, subnormals: the accumulations numba_half runs in hardware
@@ -272,6 +272,11 @@ class Backend:
             if count(x, spec) == 0:
                 return -1
         return int(self._loop(numba_loops.first_unrepresentable, parallel=False)(x, spec))
+
+    def narrow(self, x, out) -> int:
+        (x,) = _frozen(x)
+        first = self._loop(numba_loops.first_not_float32, parallel=False)(x, out)
+        return -1 if first == x.size else int(first)
 
     def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
         A, B, C = _frozen(A, B, C)

@@ -43,7 +43,7 @@ hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_de
     _bound_per_instance
 )
 bits_f32 = wide_vectors = STORE = _bound_per_instance
-bits_f64 = _bound_per_instance
+bits_f64 = f64_bits = _bound_per_instance
 
 
 def loop(x, y, z, out, flags, key, spec_in):
@@ -91,6 +91,22 @@ def count_unrepresentable(x, spec):
     for i in prange(x.size):
         bad += 0 if representable(float(x[i]), spec) else 1
     return bad
+
+
+def first_not_float32(x, out):
+    """``out``: the float64 ``x`` rounded to float32. Returns the index of the first
+    element that float32 does not hold, or ``x.size``: one pass, serial (an operand
+    check beside a BLAS call, whose threads may still be spinning), no early exit (it
+    vectorises). Held means the same encoding back, so that a CPU reading subnormals
+    as zero cannot hide one; every NaN is held."""
+    n = x.size
+    first = n
+    for i in range(n):
+        v = np.float32(x[i])
+        out[i] = v
+        held = (f64_bits(np.float64(v)) == f64_bits(x[i])) | (x[i] != x[i])
+        first = min(first, n if held else i)
+    return first
 
 
 def count_flags(counts, row, flag):

@@ -76,6 +76,9 @@ class Backend:
                     return start + int(bad[0])
         return -1
 
+    def narrow(self, x: np.ndarray, out: np.ndarray) -> int:
+        return narrow_arrays(np, x, out)
+
     def accumulate(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, out: np.ndarray,
                    spec: Spec, *, key: int | None, order: Literal["sequential", "pairwise"],
                    rounded: bool, has_c: bool, want_stats: bool) -> np.ndarray:
@@ -161,6 +164,15 @@ class Backend:
                     counts[2] += vanished
         out[...] = c.reshape(out.shape)
         return counts
+
+
+def narrow_arrays(xp: Any, x: Any, out: Any) -> int:
+    """``Backend.narrow`` in whole-array operations of the array module ``xp`` (NumPy
+    or CuPy)."""
+    with np.errstate(all="ignore"):
+        out[...] = x
+        held = (out.astype(np.float64).view(np.int64) == x.view(np.int64)) | xp.isnan(x)
+    return -1 if bool(held.all()) else int(xp.argmin(held))
 
 
 def count_flags(flags: np.ndarray) -> np.ndarray:

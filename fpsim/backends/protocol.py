@@ -76,6 +76,12 @@ class Backend(Protocol):
         or -1."""
         ...
 
+    def narrow(self, x: np.ndarray, out: np.ndarray) -> int:
+        """Write the 1-D float64 host array ``x`` into the float32 ``out`` of its size
+        (each value rounded to nearest); return the index of the first element whose
+        value float32 does not hold (every NaN is held), or -1."""
+        ...
+
     def accumulate(
         self,
         A: Array,
