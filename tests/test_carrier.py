@@ -163,3 +163,22 @@ def test_the_binary32_rounding_computes_in_32_bit_integers(fmt, mode):
     ir = rounded.inspect_llvm(rounded.signatures[0])
     ops = re.findall(r"= (?:add|sub|mul|and|or|xor|shl|ashr|lshr|icmp \w+)(?: \w+)* (i\d+) ", ir)
     assert "i32" in ops and "i64" not in ops, sorted(set(ops))
+
+
+def test_the_loop_compiled_for_a_format_folds_its_spec_in_32_bit_lanes():
+    """A specialised binary32 loop (long arrays) binds the spec in the encoding's lane
+    types: with the binary64 spec's int64 fields folded in, LLVM computed the
+    rounding's grid and carry in 64-bit lanes (bf16 nearest_even: 25% slower)."""
+    from fpsim.kernels.carrier import spec_for
+
+    backend = numba_backend.Backend()
+    spec = make_spec(fpsim.formats.as_format("bf16"), "nearest_even", True, False, None)
+    x = np.ones(numba_backend.SPECIALISE_FROM, dtype=np.float32)
+    out = np.empty_like(x)
+    backend.apply("round_value", [x], out, None, spec, None)
+    (choice,) = [c for c in backend._choices if c[3] == spec]
+    loop = backend._choices[choice][2]
+    bound = loop.py_func.__globals__["SPEC"]
+    assert bound == spec_for(spec, BINARY32)
+    assert all(type(v) in (np.int32, np.float32) for v in bound), bound
+    assert (out == 1).all()

@@ -240,6 +240,9 @@ class Backend:
             self._choices[choice] = (store, mode, None, None)
             return self._choices[choice]
         encoding = self.encoding(kernel, x_dtype, result_dtype, spec, check)
+        # The spec in the encoding's lane types: folded into a specialised loop, a
+        # binary64 spec's int64 fields would widen the binary32 rounding to 64-bit lanes.
+        loop_spec = spec if encoding is BINARY64 else spec_for(spec, encoding)
         loop = self._loop(
             numba_loops.loop,
             parallel,
@@ -247,11 +250,10 @@ class Backend:
             WANT_FLAGS=flags,
             STOCHASTIC=stochastic,
             CHECK=check,
-            SPEC=spec if specialise else None,
+            SPEC=loop_spec if specialise else None,
             ENCODING=encoding.name,
             STORE=store,
         )
-        loop_spec = spec if encoding is BINARY64 else spec_for(spec, encoding)
         self._choices[choice] = (store, mode, loop, loop_spec)
         return self._choices[choice]
 
