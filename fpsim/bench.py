@@ -12,15 +12,9 @@ pairs with their reference; the machine is shared and noisy.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import os
-import shlex
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
@@ -61,66 +55,8 @@ def measure(func, copy, repeats: int) -> tuple[float, float]:
     return float(np.median(seconds)), float(np.median(ratios))
 
 
-# CPFloat's rounding modes (cpfloat_definitions.h) by fpsim's names.
-CPFLOAT_MODES = {"nearest_even": 1, "toward_zero": 4, "stochastic": 5}
-CPFLOAT_WRAPPER = r"""
-#include "cpfloat_binary32.h"
-/* fpsim bench: float32 to bf16 (format 0) or binary16 (format 1), subnormals and infinities. */
-int fpsim_cpfloat(float *out, const float *x, size_t n, int format, int mode) {
-  static optstruct *opts;
-  if (!opts) opts = init_optstruct();
-  strcpy(opts->format, format ? "binary16" : "bfloat16");
-  opts->precision = format ? 11 : 8;
-  opts->emin = format ? -14 : -126;
-  opts->emax = format ? 15 : 127;
-  opts->explim = CPFLOAT_EXPRANGE_TARG;
-  opts->infinity = CPFLOAT_INF_USE;
-  opts->round = mode;
-  opts->saturation = CPFLOAT_SAT_NO;
-  opts->subnormal = CPFLOAT_SUBN_USE;
-  opts->flip = CPFLOAT_SOFTERR_NO;
-  opts->p = 0;
-  return cpfloatf(out, x, n, opts);
-}
-"""
-
-
-def cpfloat(src: str) -> Callable:
-    """CPFloat's ``cpfloatf``, built from its source folder ``src`` (the one holding
-    ``cpfloat_binary32.h``) with ``cc``, OpenMP and ``$CFLAGS`` (default ``-O3
-    -march=native``): a function ``(out, x, fmt, mode)`` rounding float32 arrays."""
-    folder = Path(src)
-    if not (folder / "cpfloat_binary32.h").is_file():
-        raise ValueError(f"--cpfloat: no cpfloat_binary32.h in {src!r} (CPFloat's src folder)")
-    build = Path(tempfile.mkdtemp(prefix="fpsim-cpfloat-"))
-    (build / "wrapper.c").write_text(CPFLOAT_WRAPPER)
-    flags = shlex.split(os.environ.get("CFLAGS", "-O3 -march=native"))
-    command = ["cc", *flags, "-fopenmp", "-shared", "-fPIC", "-w", f"-I{folder}",
-               str(build / "wrapper.c"), "-o", str(build / "cpfloat.so"), "-lm"]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        raise ValueError(f"--cpfloat: building CPFloat failed:\n{done.stderr[-2000:]}")
-    lib = ctypes.CDLL(str(build / "cpfloat.so"))
-    lib.fpsim_cpfloat.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                  ctypes.c_int, ctypes.c_int]
-
-    def rounded(out: np.ndarray, x: np.ndarray, fmt: str, mode: str) -> None:
-        lib.fpsim_cpfloat(out.ctypes.data, x.ctypes.data, x.size, int(fmt == "fp16"),
-                          CPFLOAT_MODES[mode])
-
-    return rounded
-
-
-def wrong(got: np.ndarray, x: np.ndarray, fmt: str, mode: str) -> int:
-    """How many of a peer's results are not fpsim's (stochastic: not a neighbour of x)."""
-    if mode == "stochastic":
-        ok = (got == fpsim.round(x, fmt, "down")) | (got == fpsim.round(x, fmt, "up"))
-        return int((~ok).sum())
-    return int((got.view(np.uint32) != fpsim.round(x, fmt, mode).view(np.uint32)).sum())
-
-
-def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None,
-        cpfloat_src: str | None = None) -> list[tuple]:
+def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
+        xp=None) -> list[tuple]:
     """Rows of (what, format, kernel, M elements/s, throughput ratio to the reference copy).
 
     ``kernel``: what fpsim computed with: the encoding of its software rounding
@@ -175,15 +111,6 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba", xp=None,
             narrow_out = np.empty(x.shape, ml_dtypes.bfloat16)
             row("ml_dtypes astype, out=", "bf16",
                 partial(np.copyto, narrow_out, x, casting="unsafe"))
-    if cpfloat_src is not None and sync is None:
-        peer = cpfloat(cpfloat_src)
-        peer_out = np.empty_like(x)
-        for fmt in OUT_FORMATS:
-            for mode in OUT_MODES:
-                peer(peer_out, x, fmt, mode)
-                bad = wrong(peer_out, x, fmt, mode)
-                row(f"CPFloat {mode}, out=" + (f" ({bad} wrong)" if bad else ""), fmt,
-                    partial(peer, peer_out, x, fmt, mode))
     with fpsim.backend(backend):
         engine = get_backend()
         kind = getattr(engine, "kernel_name", lambda *args, **kw: BINARY64.name)
@@ -371,9 +298,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
     parser.add_argument("--backend", default="numba", choices=["numpy", "numba", "cupy"])
-    parser.add_argument("--cpfloat", metavar="SRC",
-                        help="CPFloat's src folder: also time CPFloat, built here with cc, "
-                             "OpenMP and $CFLAGS (default -O3 -march=native)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error(f"-n must be at least 1, got {args.n}")
@@ -402,10 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         reference = "a device-to-device copy's" if gpu else "np.copyto's"
         print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / {reference}")
         print(f"{'operation':34} {'format':9} {'kernel':9} {'M elem/s':>10} {'x copy':>8}")
-        try:
-            rows = run(args.n, args.repeats, args.backend, cpfloat_src=args.cpfloat)
-        except ValueError as error:
-            parser.error(str(error))
+        rows = run(args.n, args.repeats, args.backend)
         for what, fmt, kernel, rate, ratio in rows:
             print(f"{what:34} {fmt:9} {kernel:9} {rate:10.1f} {ratio:8.3f}")
     if gpu:

@@ -319,32 +319,3 @@ def test_matmul_bench_runs_small():
     assert all(r[2] > 0 and r[3] > 0 for r in rows)
 
 
-def test_bench_cpfloat_rows_are_built_timed_and_checked(tmp_path):
-    """``fpsim bench --cpfloat SRC``: a stand-in CPFloat (its API, rounding nothing) is
-    built, timed beside fpsim and reported wrong where its results are not fpsim's."""
-    import shutil
-
-    from fpsim.bench import main, run
-
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc)")
-    (tmp_path / "cpfloat_binary32.h").write_text("""
-        #include <stddef.h>
-        #include <string.h>
-        enum { CPFLOAT_EXPRANGE_TARG, CPFLOAT_INF_USE, CPFLOAT_SAT_NO, CPFLOAT_SUBN_USE,
-               CPFLOAT_SOFTERR_NO };
-        typedef struct { char format[15]; unsigned precision; int emin, emax, explim,
-                         infinity, round, saturation, subnormal, flip; double p; } optstruct;
-        static optstruct the_options;
-        static optstruct *init_optstruct(void) { return &the_options; }
-        static int cpfloatf(float *out, const float *x, size_t n, optstruct *o) {
-            memcpy(out, x, n * sizeof(float)); return 0; }
-    """)
-    x_len = 3000
-    rows = run(n=x_len, repeats=1, backend="numba", cpfloat_src=str(tmp_path))
-    peers = [r for r in rows if r[0].startswith("CPFloat")]
-    assert len(peers) == 6 and all(r[3] > 0 for r in peers)
-    # Copying the input rounds nothing: fp16's overflows and bf16's inexact values are wrong.
-    assert all("wrong)" in r[0] for r in peers), [r[0] for r in peers]
-    with pytest.raises(SystemExit):
-        main(["elementwise", "-n", "10", "--cpfloat", str(tmp_path / "missing")])
