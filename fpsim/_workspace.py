@@ -10,6 +10,7 @@ so concurrent calls never share one.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -26,7 +27,7 @@ def scratch(role: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     for use within one call only. ``role`` names the use: arrays of distinct roles are
     distinct, and the next call on this thread with the same role may get the same one."""
     dtype = np.dtype(dtype)
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     if size * dtype.itemsize > MAX_BYTES:
         return np.empty(shape, dtype)
     kept: dict[str, np.ndarray] = _local.__dict__.setdefault("kept", {})

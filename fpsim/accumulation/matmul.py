@@ -74,9 +74,9 @@ def accumulate(
         order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
         and subnormals and not saturate and not stats and xp is np
     )
-    if math.prod(result_shape(a, b)) == 0:
+    shape = result_shape(a, b)
+    if math.prod(shape) == 0:
         # Nothing to add up (a zero-size batch, M or N): no loop runs, however long K.
-        shape = result_shape(a, b)
         initial(c, shape, fmt, spec, xp)  # c must still be values of the accumulator
         result = xp.zeros(shape)
         counts = np.zeros(5, dtype=np.int64)
@@ -85,7 +85,7 @@ def accumulate(
             a32, b32 = narrowed or (np.asarray(a, np.float32), np.asarray(b, np.float32))
             # A product that is copied into a new array below can be a scratch array.
             result = np.matmul(a32, b32, out=None if dtype == np.float32 else
-                               scratch("product", result_shape(a, b), np.float32))
+                               scratch("product", shape, np.float32))
             if c is not None:
                 result = result + initial(c, result.shape, fmt, spec).astype(np.float32)
         counts = np.zeros(5, dtype=np.int64)
