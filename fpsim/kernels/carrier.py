@@ -48,8 +48,10 @@ def fits_binary32(spec: Spec) -> bool:
     """Whether binary32 carries rounding of float32 input to ``spec``'s format: the
     format's grid is binary32's or coarser everywhere (so its values, its largest
     value included, are binary32 values)."""
+    with np.errstate(over="ignore"):  # a largest value beyond binary32's narrows to inf
+        narrowed = float(np.float32(spec.maxv))
     return (spec.t <= BINARY32.constants["FRAC"] and spec.emin >= 1 - BINARY32.constants["BIAS"]
-            and float(np.float32(spec.maxv)) == spec.maxv)
+            and narrowed == spec.maxv)
 
 
 def spec_for(spec: Spec, carrier: Carrier) -> Spec:
