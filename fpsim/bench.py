@@ -37,22 +37,33 @@ def inputs(n: int, seed: int = 0) -> np.ndarray:
     return (mantissa * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
 
 
-def measure(func, copy, repeats: int) -> tuple[float, float]:
-    """Median seconds of ``func`` and the median ratio of its throughput to ``copy``'s.
-
-    Each repeat times ``copy`` right before ``func``, so that drift in the
-    machine's speed (shared, noisy hosts) cancels out of the ratio.
-    """
-    seconds, ratios = [], []
+def timed_pairs(func, reference, repeats: int, pause: float = 0.0, func_pause: float = 0.0,
+                warm: bool = False) -> np.ndarray:
+    """``repeats`` rows of (reference's seconds, ``func``'s seconds), each timed right
+    before the other: drift in the machine's speed (shared, noisy hosts) cancels out of
+    their ratio. Each repeat first waits ``pause`` seconds (and with ``warm`` calls the
+    reference once untimed), and waits ``func_pause`` seconds between the two."""
+    pairs = []
     for _ in range(repeats):
+        time.sleep(pause)
+        if warm:
+            reference()
         start = time.perf_counter()
-        copy()
+        reference()
         middle = time.perf_counter()
+        time.sleep(func_pause)
+        middle_pause = time.perf_counter()
         func()
         end = time.perf_counter()
-        seconds.append(end - middle)
-        ratios.append((middle - start) / (end - middle))
-    return float(np.median(seconds)), float(np.median(ratios))
+        pairs.append((middle - start, end - middle_pause))
+    return np.array(pairs)
+
+
+def measure(func, copy, repeats: int) -> tuple[float, float]:
+    """Median seconds of ``func`` and the median ratio of its throughput to ``copy``'s,
+    ``copy`` timed right before ``func`` in each repeat."""
+    pairs = timed_pairs(func, copy, repeats)
+    return float(np.median(pairs[:, 1])), float(np.median(pairs[:, 0] / pairs[:, 1]))
 
 
 def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
@@ -172,20 +183,8 @@ def paired(func, reference, repeats: int, pause: float,
     and compete with the next loop's (``run_matmul`` gives no pause to work that is
     itself a BLAS call). Pairs cancel the machine's drift out of the ratio.
     """
-    seconds, ratios = [], []
-    for _ in range(repeats):
-        time.sleep(pause)
-        reference()
-        start = time.perf_counter()
-        reference()
-        middle = time.perf_counter()
-        time.sleep(func_pause)
-        middle_pause = time.perf_counter()
-        func()
-        end = time.perf_counter()
-        seconds.append(end - middle_pause)
-        ratios.append((end - middle_pause) / (middle - start))
-    return float(np.median(seconds)), float(np.median(ratios))
+    pairs = timed_pairs(func, reference, repeats, pause, func_pause, warm=True)
+    return float(np.median(pairs[:, 1])), float(np.median(pairs[:, 1] / pairs[:, 0]))
 
 
 def run_matmul(sizes=(512, 1024), repeats: int = 3, backend: str = "numba",
