@@ -209,3 +209,25 @@ def test_digits_mlp_fp32_and_mixed_precision_agree():
         accuracy[policy] = np.mean(predicted == data.y_test)
     assert accuracy["fp32"] >= 0.95 and accuracy["mixed"] >= 0.95
     assert abs(accuracy["fp32"] - accuracy["mixed"]) <= 0.01
+
+
+def test_a_trained_model_evaluates_under_its_training_policy():
+    """Issue 30 item 5: after training under "mixed", ``with no_grad(): model(x)`` computes
+    in fp16 as the explicit ``with trainer.policy, no_grad():`` does, not in fp32; an
+    explicitly active policy still wins."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(6, 4))
+    model, opt, trainer = _setup("mixed", "dynamic")
+    trainer.step(lambda: F.cross_entropy(model(x), np.arange(6) % 2))
+    with fpsim.no_grad():
+        evaluated = model(x)
+    with trainer.policy, fpsim.no_grad():
+        explicit = model(x)
+    with fpsim.precision.parse("fp32"), fpsim.no_grad():
+        fp32 = model(x)
+    assert evaluated.format.name == explicit.format.name == "fp16"
+    np.testing.assert_array_equal(evaluated.data, explicit.data)
+    assert fp32.format.name == "fp32" and not np.array_equal(evaluated.data, fp32.data)
+    # Each sub-module remembers the policy too, and a fresh model none.
+    assert all(m.policy is trainer.policy for m in model.modules())
+    assert nn.Linear(2, 2).policy is None

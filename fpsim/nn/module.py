@@ -10,7 +10,7 @@ import numpy as np
 from fpsim._inputs import as_float_array
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
-from fpsim.precision.policy import Policy, as_policy, current
+from fpsim.precision.policy import Policy, _stack, as_policy, current
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -54,10 +54,17 @@ class Module:
     A subclass sets its parameters (``Parameter``) and sub-modules as attributes (lists
     of modules too) and defines ``forward``; calling the module calls ``forward``.
 
+    A module remembers the policy ``to(policy)`` put it under (a ``Trainer`` does that):
+    called with no policy active, it runs under that one, so that evaluating a trained
+    model (``with fpsim.no_grad(): model(x)``) computes in the formats it was trained in.
+    Inside ``with policy:`` the active policy applies, as for every operation.
+
     Attributes
     ----------
     training : bool
         Training mode (dropout and batch statistics on); ``train()`` and ``eval()`` set it.
+    policy : Policy or None
+        The policy of the last ``to(policy)``; None before one.
 
     Examples
     --------
@@ -71,6 +78,7 @@ class Module:
     """
 
     training = True
+    policy: Policy | None = None
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The layer's computation (``module(x)`` calls it); subclasses define it.
@@ -83,6 +91,9 @@ class Module:
         raise NotImplementedError
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.policy is not None and not _stack.get():
+            with self.policy:  # no policy active: the one this module was put under
+                return self.forward(*args, **kwargs)
         return self.forward(*args, **kwargs)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
@@ -163,7 +174,8 @@ class Module:
             p.grad = None
 
     def to(self, policy: Policy | str) -> Module:
-        """Round parameters to ``policy.params`` and buffers to ``policy.reduce``, in place.
+        """Round parameters to ``policy.params`` and buffers to ``policy.reduce``, in place,
+        and run under ``policy`` from now on when no other policy is active.
 
         Parameters
         ----------
@@ -173,7 +185,18 @@ class Module:
         Returns
         -------
         Module
-            This module; the parameters' gradients are cleared.
+            This module; the parameters' gradients are cleared, and this module and every
+            sub-module remember ``policy`` (``module.policy``).
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> from fpsim import nn
+        >>> nn.manual_seed(0)
+        >>> model = nn.Linear(2, 1).to("mixed")
+        >>> with fpsim.no_grad():
+        ...     model([[0.1, 0.2]]).format.name  # evaluated in mixed's fp16 compute
+        'fp16'
         """
         policy = as_policy(policy)
         for p in self.parameters():
@@ -183,6 +206,7 @@ class Module:
         for m in self.modules():
             for name in getattr(m, "_buffer_names", ()):
                 setattr(m, name, numerics.round(getattr(m, name), policy.reduce, policy))
+            m.policy = policy
         return self
 
     def state_dict(self) -> dict[str, np.ndarray]:
