@@ -37,6 +37,7 @@ Tensor.transpose = shape.transpose
 Tensor.T = property(lambda self: shape.transpose(self))  # type: ignore[assignment]
 Tensor.sum = reductions.sum
 Tensor.mean = reductions.mean
+Tensor.argmax = reductions.argmax
 Tensor.relu = pointwise.relu
 Tensor.tanh = pointwise.tanh
 Tensor.sigmoid = pointwise.sigmoid

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim._checks import boolean
 from fpsim.autograd.cast import compute, op_policy
-from fpsim.autograd.tensor import Tensor
+from fpsim.autograd.tensor import Tensor, as_tensor
 from fpsim.precision import numerics
 
 if TYPE_CHECKING:
@@ -216,3 +217,44 @@ def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
         return (g - prob * numerics.sum(g, axis, p, keepdims=True),)
 
     return Tensor.node(y, p.compute, (x,), backward, p, "log_softmax")
+
+
+def argmax(x: TensorLike, axis: int | None = None, keepdims: bool = False) -> np.ndarray:
+    """The indices of the largest values of ``x`` along ``axis``, as ``numpy.argmax``.
+
+    Indices are not values of a format and have no gradient: the result is an integer
+    array (the first occurrence wins; a NaN counts as the largest, as in NumPy and
+    PyTorch).
+
+    Parameters
+    ----------
+    x : Tensor or array_like
+        The values.
+    axis : int, optional
+        The axis to search; None searches the flattened values.
+    keepdims : bool, default False
+        Keep the searched axis, of length one.
+
+    Returns
+    -------
+    numpy.ndarray
+        Integer indices (``numpy.intp``).
+
+    Raises
+    ------
+    numpy.exceptions.AxisError
+        If ``axis`` is out of range.
+    TypeError
+        If ``axis`` is not an integer or None.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> t = fpsim.tensor([[0.5, 2.0, 1.0], [3.0, -1.0, 3.0]])
+    >>> t.argmax(axis=1), t.argmax()
+    (array([1, 0]), array(3))
+    """
+    data = x.data if isinstance(x, Tensor) else as_tensor(x).data
+    if (axis is not None and not isinstance(axis, (int, np.integer))) or isinstance(axis, bool):
+        raise TypeError(f"argmax takes an integer axis or None, got {axis!r}")
+    return np.asarray(np.argmax(data, axis=axis, keepdims=boolean(keepdims, "keepdims")))

@@ -387,6 +387,12 @@ class Tensor:
             raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
         return float(self.data.reshape(-1)[0])
 
+    def __float__(self) -> float:
+        """``float(tensor)``: the value of a one-element tensor (``item()``), as in PyTorch."""
+        if self.data.size != 1:
+            raise ValueError(f"float() needs a tensor of one element, got shape {self.shape}")
+        return self.item()
+
     def detach(self) -> Tensor:
         """The same values and format, outside the graph (no gradient flows through it).
 
@@ -449,6 +455,8 @@ class Tensor:
             """``fpsim.nn.functional.exp(self)``, rounded once to the compute format."""
         def log(self, /) -> Tensor:
             """``fpsim.nn.functional.log(self)``, rounded once to the compute format."""
+        def argmax(self, /, axis: int | None = None, keepdims: bool = False) -> np.ndarray:
+            """``fpsim.autograd.reductions.argmax(self, axis, keepdims)``: indices, no gradient."""
         def to(self, /, fmt: Format | str) -> Tensor:
             """``self`` rounded to ``fmt``, differentiably (``fpsim.autograd.cast.to``)."""
 
