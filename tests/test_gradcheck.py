@@ -631,3 +631,16 @@ def test_lstm_leaves_include_every_parameter():
     assert names == {f"{w}_l{k}" for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
                      for k in (0, 1)}
     assert len(leaves) == 1 + 8 + 2
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (1, 2, 1), (1, 2, 1, 1)])
+def test_batch_norm_refuses_one_value_per_channel_in_training(shape):
+    """As PyTorch: batch statistics of one value are undefined (it returned zeros)."""
+    x = fpsim.tensor(np.arange(np.prod(shape), dtype=np.float64).reshape(shape))
+    with pytest.raises(ValueError, match="more than 1 value per channel when training"):
+        F.batch_norm(x, training=True)
+    layer = nn.BatchNorm1d(shape[1]) if len(shape) < 4 else nn.BatchNorm2d(shape[1])
+    with pytest.raises(ValueError, match="more than 1 value per channel when training"):
+        layer(x)
+    assert layer.eval()(x).shape == shape  # the running statistics serve one value
+    assert F.batch_norm(fpsim.tensor(np.ones((1, 3, 2))), training=True).shape == (1, 3, 2)

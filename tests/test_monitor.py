@@ -98,3 +98,12 @@ def test_trainer_reports_flushes_that_a_loss_scale_prevents():
 
     assert flushed(None) > 0.002
     assert flushed(2.0**12) < flushed(None) / 10
+
+
+def test_flushed_fraction_rejects_a_bad_scale():
+    import pytest
+
+    for scale in (math.nan, math.inf, -math.inf, 0.0, -2.0, "8", None, True):
+        with pytest.raises(ValueError, match="scale must be a finite positive number"):
+            flushed_fraction([np.array([1e-8])], "fp16", scale=scale)
+    assert flushed_fraction([np.array([1e-8])], "fp16", scale=np.float32(2.0**20)) == 0.0

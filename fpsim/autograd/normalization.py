@@ -3,6 +3,7 @@ result in the compute format; the scale and shift are used in ``reduce``."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -101,8 +102,9 @@ def batch_norm(x: TensorLike, running_mean: np.ndarray | None = None,
     Raises
     ------
     ValueError
-        If the shape or the number of channels does not fit, or only one of
-        ``running_mean`` and ``running_var`` is given.
+        If the shape or the number of channels does not fit, only one of
+        ``running_mean`` and ``running_var`` is given, or in training there is only one
+        value per channel (as PyTorch).
 
     Examples
     --------
@@ -125,6 +127,9 @@ def batch_norm(x: TensorLike, running_mean: np.ndarray | None = None,
                          f"its statistics and parameters have {sorted(channels)}")
     axes = (0,) + tuple(range(2, data.ndim))
     shape = (1, -1) + (1,) * (data.ndim - 2)
+    if training and math.prod(data.shape[a] for a in axes) == 1:  # PyTorch's rule
+        raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                         f"of shape {data.shape}: batch statistics of one value are undefined")
     stats = None
     if not training and running_mean is not None and running_var is not None:
         stats = (np.reshape(running_mean, shape), np.reshape(running_var, shape))

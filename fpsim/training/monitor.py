@@ -237,6 +237,11 @@ def flushed_fraction(values: Iterable[np.ndarray], fmt: Format | str = "fp16",
     float
         0 when there are no nonzero finite values.
 
+    Raises
+    ------
+    ValueError
+        If ``scale`` is not a finite positive number.
+
     Examples
     --------
     >>> import numpy as np
@@ -246,6 +251,9 @@ def flushed_fraction(values: Iterable[np.ndarray], fmt: Format | str = "fp16",
     (0.5, 0.0)
     """
     fmt = as_format(fmt)
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating))
+            or not (np.isfinite(scale) and scale > 0)):
+        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     lost = nonzero = 0
     for v in values:
         a = np.asarray(v, dtype=np.float64).reshape(-1)
