@@ -20,10 +20,12 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 SHOWN = 5  # differing elements a message lists
+_BINARY64_MAX = float(np.finfo(np.float64).max)
 
 
 def _values(x: npt.ArrayLike, fmt: Format, name: str) -> np.ndarray:
     """``x`` as float64 values of ``fmt``; AssertionError naming the first that is not."""
+    __tracebackhide__ = True  # pytest: the failure is the caller's line, not this one
     arr = np.asarray(as_float_array(x, name), dtype=np.float64)
     representable = np.asarray(round_to(arr, fmt)) == arr
     representable |= np.isnan(arr)
@@ -42,15 +44,23 @@ def _hex(v: float, fmt: Format) -> str:
     return f"0x{int(to_bits(v, fmt)):0{digits}x}"
 
 
-def _report(title: str, where: np.ndarray, actual: np.ndarray, desired: np.ndarray, fmt: Format,
-            extra: Callable[[tuple[int, ...]], str] | None = None) -> str:
+def _report(title: str, where: np.ndarray, actual: np.ndarray, desired: Sequence[np.ndarray],
+            fmt: Format, extra: Callable[[tuple[int, ...]], str] | None = None,
+            given: Callable[[tuple[int, ...]], str] | None = None) -> str:
+    """``title``, then the first ``SHOWN`` elements of ``where``: the input (``given``),
+    the actual value and the desired one (either of ``desired``'s), each with its
+    encoding, and a note (``extra``)."""
     lines = [title]
     for flat in np.flatnonzero(where.reshape(-1))[:SHOWN]:
         i = _index(flat, actual.shape)
-        a, d = float(actual[i]), float(desired[i])
+        a = float(actual[i])
+        wanted = list(dict.fromkeys(_hex(float(d[i]), fmt) for d in desired))
+        values = {_hex(float(d[i]), fmt): float(d[i]) for d in desired}
+        want = " or ".join(f"{values[h]!r} [{h}]" for h in wanted)
         note = f" ({extra(i)})" if extra else ""
-        lines.append(f"  at {list(i)}: actual {a!r} [{_hex(a, fmt)}], desired {d!r} "
-                     f"[{_hex(d, fmt)}]{note}")
+        source = f"{given(i)}: " if given else ""
+        lines.append(f"  at {list(i)}: {source}actual {a!r} [{_hex(a, fmt)}], desired {want}"
+                     f"{note}")
     return "\n".join(lines)
 
 
@@ -86,6 +96,7 @@ def assert_bits_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, fmt: Format
     AssertionError: 1 of 2 elements differ (fp16):
       at [1]: actual 0.0 [0x0000], desired -0.0 [0x8000]
     """
+    __tracebackhide__ = True
     fmt = as_format(fmt)
     a, d = _values(actual, fmt, "actual"), _values(desired, fmt, "desired")
     if a.shape != d.shape:
@@ -95,7 +106,7 @@ def assert_bits_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, fmt: Format
         head = f"{err_msg}\n" if err_msg else ""
         raise AssertionError(head + _report(
             f"{int(np.count_nonzero(differ))} of {a.size} elements differ ({fmt.name}):",
-            differ, a, d, fmt))
+            differ, a, [d], fmt))
 
 
 def assert_ulp_close(actual: npt.ArrayLike, desired: npt.ArrayLike, fmt: Format | str,
@@ -132,6 +143,7 @@ def assert_ulp_close(actual: npt.ArrayLike, desired: npt.ArrayLike, fmt: Format 
     AssertionError: 1 of 1 elements are more than 1 ulp apart (fp16), at most 2:
       at [0]: actual 1.001953125 [0x3c02], desired 1.0 [0x3c00] (2 ulp)
     """
+    __tracebackhide__ = True
     fmt = as_format(fmt)
     if isinstance(max_ulp, bool) or not isinstance(max_ulp, (int, np.integer)) or max_ulp < 0:
         raise ValueError(f"max_ulp must be a non-negative integer, got {max_ulp!r}")
@@ -147,7 +159,7 @@ def assert_ulp_close(actual: npt.ArrayLike, desired: npt.ArrayLike, fmt: Format 
         raise AssertionError(head + _report(
             f"{int(np.count_nonzero(far))} of {a.size} elements are more than {max_ulp} ulp "
             f"apart ({fmt.name}), at most {most}:",
-            far, a, d, fmt, lambda i: f"{distance[i]:g} ulp"))
+            far, a, [d], fmt, lambda i: f"{distance[i]:g} ulp"))
 
 
 def _odd_binary64(q: Fraction) -> float:
@@ -175,7 +187,9 @@ def _exact(exact: npt.ArrayLike | Sequence[Fraction]) -> np.ndarray:
             try:
                 out[i] = _odd_binary64(v)
             except OverflowError:
-                out[i] = np.copysign(np.inf, float(v.numerator))
+                # Beyond binary64: its largest value (odd) rounds as the Fraction does
+                # to any narrower format.
+                out[i] = _BINARY64_MAX if v > 0 else -_BINARY64_MAX
         else:
             out[i] = float(as_float_array(v, "exact"))
     return out
@@ -224,9 +238,11 @@ def assert_correctly_rounded(result: npt.ArrayLike, exact: npt.ArrayLike | Seque
     >>> ft.assert_correctly_rounded([0.33349609375], [Fraction(1, 3)], "fp16")
     Traceback (most recent call last):
     ...
-    AssertionError: 1 of 1 elements are not exact rounded to nearest_even (fp16):
-      at [0]: actual 0.33349609375 [0x3556], desired 0.333251953125 [0x3555]
+    AssertionError: 1 of 1 elements are not correctly rounded to nearest_even (fp16):
+      at [0]: exact 1/3 (~0.3333333333333333): actual 0.33349609375 [0x3556],
+      desired 0.333251953125 [0x3555]
     """
+    __tracebackhide__ = True
     fmt = as_format(fmt)
     mode_code(rounding)
     has_fraction = not isinstance(exact, np.ndarray) and any(
@@ -242,18 +258,32 @@ def assert_correctly_rounded(result: npt.ArrayLike, exact: npt.ArrayLike | Seque
     if rounding == "stochastic":
         down = np.asarray(round_to(x, fmt, "down", **options), dtype=np.float64)
         up = np.asarray(round_to(x, fmt, "up", **options), dtype=np.float64)
-
-        def same(u: np.ndarray, v: np.ndarray) -> Any:
-            return to_bits(u, fmt) == to_bits(v, fmt)
-
-        wrong = ~(same(r, down) | same(r, up))
-        desired = np.where(same(r, down), down, up)
+        codes = to_bits(r, fmt)
+        wrong = (codes != to_bits(down, fmt)) & (codes != to_bits(up, fmt))
+        desired = [down, up]
     else:
-        desired = np.asarray(round_to(x, fmt, rounding, **options), dtype=np.float64)
-        wrong = to_bits(r, fmt) != to_bits(desired, fmt)
+        nearest = np.asarray(round_to(x, fmt, rounding, **options), dtype=np.float64)
+        wrong = to_bits(r, fmt) != to_bits(nearest, fmt)
+        desired = [nearest]
     if np.any(wrong):
         head = f"{err_msg}\n" if err_msg else ""
+        changed = "".join(f", {k}={v}" for k, v in options.items()
+                          if v != (k == "subnormals"))
         raise AssertionError(head + _report(
-            f"{int(np.count_nonzero(wrong))} of {r.size} elements are not exact rounded to "
-            f"{rounding} ({fmt.name}):", wrong, r, desired, fmt))
+            f"{int(np.count_nonzero(wrong))} of {r.size} elements are not correctly rounded "
+            f"to {rounding} ({fmt.name}{changed}):", wrong, r, desired, fmt,
+            given=lambda i: f"exact {_shown(exact, x, i)}"))
 
+
+def _shown(exact: Any, x: np.ndarray, i: tuple[int, ...]) -> str:
+    """Element ``i`` of the exact values as given: a Fraction as a ratio (and its value),
+    a number as its float and its encoding (in its array's dtype, else binary64)."""
+    v = exact[i] if isinstance(exact, np.ndarray) else np.asarray(exact, dtype=object)[i]
+    if isinstance(v, Fraction) and (v.denominator != 1 or abs(v) >= Fraction(2) ** 1024):
+        text = str(v) if len(str(v)) <= 60 else f"{str(v)[:24]}...{str(v)[-24:]}"
+        return f"{text} (~{float(v)!r})" if abs(v) < Fraction(2) ** 1024 else text
+    value = np.asarray(v)
+    if value.dtype not in (np.float16, np.float32, np.float64):
+        value = np.asarray(x[i])
+    code = int(value.astype(value.dtype.newbyteorder("=")).view(f"u{value.dtype.itemsize}"))
+    return f"{float(x[i])!r} ({value.dtype.name} 0x{code:0{2 * value.dtype.itemsize}x})"

@@ -3,16 +3,20 @@ boundaries, arrays of them, custom formats, rounding modes."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from fpsim._checks import boolean
-from fpsim.bits import from_bits, to_bits
+from fpsim._dtypes import is_ml_dtype
+from fpsim.bits import format_of_dtype, from_bits, to_bits
 from fpsim.formats import Format, as_format
 from fpsim.modes import CODES
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 def values(fmt: Format | str, *, finite: bool = True, subnormals: bool = True,
@@ -151,10 +155,11 @@ def near_ties(fmt: Format | str, rounding: str = "nearest_even") -> st.SearchStr
 
 def arrays(fmt: Format | str,
            shape: int | tuple[int, ...] | st.SearchStrategy[tuple[int, ...]] | None = None,
-           **options: Any) -> st.SearchStrategy[np.ndarray]:
-    """NumPy float64 arrays of values of ``fmt`` (``values``' options), of ``shape`` (a
-    shape or a strategy of shapes; by default up to 3 dimensions of up to 6 elements,
-    zero-size ones included).
+           *, dtype: npt.DTypeLike | None = None, finite: bool = True, subnormals: bool = True,
+           exclude_zero: bool = False) -> st.SearchStrategy[np.ndarray]:
+    """NumPy arrays of values of ``fmt`` (drawn as ``values`` draws them), of ``shape``
+    (a shape or a strategy of shapes; by default up to 3 dimensions of up to 6
+    elements, zero-size ones included), in ``dtype``.
 
     Parameters
     ----------
@@ -162,26 +167,64 @@ def arrays(fmt: Format | str,
         The format.
     shape : int, tuple of int or strategy, optional
         The shape, or a strategy of shapes.
-    **options
-        ``values``' options: ``finite``, ``subnormals``, ``exclude_zero``.
+    dtype : data-type, optional
+        The arrays' dtype, which must hold every value of ``fmt``: by default
+        ``fmt.dtype``, the narrowest of float16, float32 and float64 that does
+        (float32 for fp32, tf32 and bf16; float16 for fp16 and the fp8 formats);
+        also a wider one, or an ml_dtypes dtype of exactly ``fmt``
+        (``ml_dtypes.bfloat16`` for bf16).
+    finite, subnormals, exclude_zero : bool
+        As ``values``: only finite values (default True), subnormals too (default
+        True), no zeros (default False).
 
     Returns
     -------
     hypothesis.strategies.SearchStrategy of numpy.ndarray
-        float64 arrays of values of ``fmt``.
+        Arrays of values of ``fmt``, of ``dtype``.
+
+    Raises
+    ------
+    ValueError
+        For a ``dtype`` that does not hold every value of ``fmt``.
 
     Examples
     --------
+    >>> import numpy as np
     >>> import fpsim, fpsim.testing as ft
     >>> from hypothesis import given
     >>> @given(ft.arrays("fp16", finite=False))
     ... def test(a):
+    ...     assert a.dtype == np.float16
     ...     ft.assert_bits_equal(fpsim.round(a, "fp16"), a, "fp16")
     >>> test()
+    >>> @given(ft.arrays("bf16", 3, dtype=np.float64))
+    ... def test_wider(a):
+    ...     assert a.dtype == np.float64 and a.shape == (3,)
+    >>> test_wider()
     """
+    fmt = as_format(fmt)
+    target = _holding(fmt, dtype)
+    elements = values(fmt, finite=finite, subnormals=subnormals, exclude_zero=exclude_zero)
     shape = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6) if shape is None \
         else shape
-    return hnp.arrays(np.float64, shape, elements=values(fmt, **options))
+    drawn = hnp.arrays(np.float64, shape, elements=elements)
+    return drawn if target == np.float64 else drawn.map(lambda a: a.astype(target))
+
+
+def _holding(fmt: Format, dtype: npt.DTypeLike | None) -> np.dtype:
+    """``dtype`` (default ``fmt.dtype``), if it holds every value of ``fmt``."""
+    if dtype is None:
+        return fmt.dtype
+    try:
+        target = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype: not a NumPy dtype: {dtype!r}") from None
+    wide_enough = target.kind == "f" and not is_ml_dtype(target) and np.can_cast(fmt.dtype,
+                                                                                   target)
+    if not wide_enough and format_of_dtype(target) != fmt:
+        raise ValueError(f"dtype {target} does not hold every value of {fmt.name}: use "
+                         f"{fmt.dtype} or a wider float dtype, or a dtype of exactly {fmt.name}")
+    return target
 
 
 def formats(*, infinities: bool | None = None, max_bits: int = 64) -> st.SearchStrategy[Format]:

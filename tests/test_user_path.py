@@ -1,0 +1,121 @@
+"""What a new user of fpsim meets (issue 30, items 7, 8 and 12): fpsim.testing's messages,
+tracebacks and strategies; NumPy dtypes as formats; Policy's keyword arguments; seeds that
+do nothing; axes of 0-d arrays; masked arrays; repeated policy keys."""
+
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import fpsim
+import fpsim.testing as ft
+
+# --- fpsim.testing ---------------------------------------------------------------------------
+
+
+def failure(call) -> str:
+    with pytest.raises(AssertionError) as info:
+        call()
+    return str(info.value)
+
+
+def test_a_wrong_rounding_shows_the_input_the_mode_and_both_encodings():
+    message = failure(lambda: ft.assert_correctly_rounded([0.33349609375], [Fraction(1, 3)],
+                                                          "fp16"))
+    assert message.splitlines() == [
+        "1 of 1 elements are not correctly rounded to nearest_even (fp16):",
+        "  at [0]: exact 1/3 (~0.3333333333333333): actual 0.33349609375 [0x3556], "
+        "desired 0.333251953125 [0x3555]",
+    ]
+    # An input number shows with its encoding in its own dtype (0.1 in binary32 is
+    # 0x3dcccccd); options that are not the defaults are named.
+    x = np.array([np.float32(0.1), np.float32(1e30)])
+    message = failure(lambda: ft.assert_correctly_rounded([0.0999755859375, np.inf], x, "fp16",
+                                                          "nearest_even", saturate=True))
+    assert message.splitlines() == [
+        "1 of 2 elements are not correctly rounded to nearest_even (fp16, saturate=True):",
+        "  at [1]: exact 1.0000000150474662e+30 (float32 0x7149f2ca): actual inf [0x7c00], "
+        "desired 65504.0 [0x7bff]",
+    ]
+
+
+def test_a_wrong_stochastic_rounding_shows_both_neighbours():
+    message = failure(lambda: ft.assert_correctly_rounded([0.5], [0.3], "fp16", "stochastic"))
+    assert message.splitlines()[1] == (
+        "  at [0]: exact 0.3 (float64 0x3fd3333333333333): actual 0.5 [0x3800], "
+        "desired 0.2998046875 [0x34cc] or 0.300048828125 [0x34cd]")
+
+
+def test_a_fraction_beyond_binary64_rounds_as_it_should():
+    """10**400 / 3 is finite: toward zero it is the largest value, not an infinity."""
+    huge = Fraction(-10**400, 3)
+    ft.assert_correctly_rounded([-65504.0], [huge], "fp16", "toward_zero")
+    ft.assert_correctly_rounded([-np.inf], [huge], "fp16")
+    ft.assert_correctly_rounded([-65504.0], [huge], "fp16", saturate=True)
+    ft.assert_correctly_rounded([np.inf], [-huge], "e11m10", "up")
+    message = failure(lambda: ft.assert_correctly_rounded([0.0], [huge], "fp16"))
+    assert "exact -10000000000000000000000...0000000000000000000000/3: actual 0.0" in message
+
+
+def test_pytest_shows_the_callers_line_not_fpsims_insides(tmp_path):
+    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        import fpsim.testing as ft
+
+        def test_rounded():
+            ft.assert_correctly_rounded([0.5], [0.3], "fp16")
+
+        def test_bits():
+            ft.assert_bits_equal([0.5], [0.25], "fp16")
+
+        def test_ulp():
+            ft.assert_ulp_close([0.5], [0.25], "fp16", max_ulp=1)
+
+        def test_not_a_value():
+            ft.assert_bits_equal([0.1], [0.1], "fp16")
+    """))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--tb=long",
+                          "test_user.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert "4 failed" in run.stdout, run.stdout + run.stderr
+    assert "test_user.py:5: AssertionError" in run.stdout
+    assert "actual[0] = 0.1 is not a value of fp16" in run.stdout
+    assert "fpsim" not in run.stdout.replace("import fpsim.testing", ""), run.stdout
+
+
+def test_arrays_come_in_the_narrowest_dtype_that_holds_the_format_or_the_one_asked():
+    seen = {}
+
+    @settings(max_examples=20, deadline=None)
+    @given(ft.arrays("fp32"), ft.arrays("fp16", 2), ft.arrays("bf16", 3), ft.arrays("fp64", 1),
+           ft.arrays("fp32", (2, 2), dtype=np.float64),
+           ft.arrays("bf16", 4, dtype=ml_dtypes.bfloat16, finite=False),
+           ft.arrays("fp8_e4m3", 4, dtype=np.float32, exclude_zero=True))
+    def draw(fp32, fp16, bf16, fp64, wide, native, fp8):
+        seen.update(fp32=fp32.dtype, fp16=fp16.dtype, bf16=bf16.dtype, fp64=fp64.dtype,
+                    wide=wide.dtype, native=native.dtype, fp8=fp8.dtype)
+        assert wide.shape == (2, 2) and native.shape == (4,)
+        for a, fmt in ((fp32, "fp32"), (bf16, "bf16"), (native, "bf16"), (fp8, "fp8_e4m3")):
+            ft.assert_bits_equal(fpsim.round(a, fmt), a, fmt)
+        assert np.all(fp8 != 0)
+
+    draw()
+    assert seen == dict(fp32=np.float32, fp16=np.float16, bf16=np.float32, fp64=np.float64,
+                        wide=np.float64, native=ml_dtypes.bfloat16, fp8=np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.int32, np.complex128])
+def test_arrays_refuse_a_dtype_that_cannot_hold_the_format(dtype):
+    with pytest.raises(ValueError, match="does not hold every value of fp32"):
+        ft.arrays("fp32", dtype=dtype)
+
+
+def test_arrays_name_themselves_for_an_unknown_option():
+    with pytest.raises(TypeError, match=r"^arrays\(\) got an unexpected keyword argument"):
+        ft.arrays("fp32", dtpye=np.float32)
+    with pytest.raises(ValueError, match="dtype: not a NumPy dtype: 'bogus'"):
+        ft.arrays("fp32", dtype="bogus")
