@@ -1,17 +1,21 @@
-"""Benchmarks: ``python -m fpsim.bench [elementwise|matmul|train]`` (all by default).
+"""Benchmarks: ``python -m fpsim.bench [elementwise|first|matmul|train]`` (all by default).
 
 elementwise: million elements per second of ``round`` in every mode and of
 add, mul and fma, beside the same run's ``np.copyto`` and float16 round-trip
-cast, as ratios. matmul: emulated matrix products beside float32
-``np.matmul`` of the same shape, as time ratios. train: one training step of
-the digits MLP and a small CNN under emulated policies, as time ratios to the
-same step in plain float32 (no emulation). Medians over repeats, timed in
+cast, as ratios. first: the first calls on a new array in a fresh process, beside
+the first ``x.copy()``, as ratios to the steady call. matmul: emulated matrix
+products beside float32 ``np.matmul`` of the same shape, as time ratios. train:
+one training step of the digits MLP and a small CNN under emulated policies, as
+time ratios to the same step in plain float32 (no emulation). Medians over repeats, timed in
 pairs with their reference; the machine is shared and noisy.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -164,6 +168,56 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
     return rows
 
 
+# The first-call rows: (format, mode) of a float32 rounding on a new array.
+FIRST_CALLS = (("fp16", "toward_zero"), ("bf16", "nearest_even"))
+
+
+def first_calls_child(fmt: str, mode: str, n: int, calls: int = 6) -> dict[str, list[float]]:
+    """In a fresh process: milliseconds of ``calls`` calls each, in this order, of
+    ``x.copy()`` (the machine: fresh pages), ``fpsim.round(x, fmt, mode, out=out)`` into a
+    buffer already written (no page faults: what fpsim loads on its first large call) and
+    ``fpsim.round(x, fmt, mode)`` (a new result array each call, as ``x.copy()``).
+
+    One rounding of 64 values comes first: it imports Numba and builds the backend, which
+    any first call pays, large or small.
+    """
+    x = inputs(n)
+    fpsim.round(x[:64], fmt, mode, seed=1)
+    out = np.ones_like(x)
+    cases = {"copy": x.copy, "round, out=": partial(fpsim.round, x, fmt, mode, seed=1, out=out),
+             "round": partial(fpsim.round, x, fmt, mode, seed=1)}
+    times: dict[str, list[float]] = {}
+    for name, func in cases.items():
+        times[name] = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            func()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def run_first_calls(n: int = 10_000_000, processes: int = 3) -> list[tuple]:
+    """Rows of (what, format, mode, first call's ms, median ms of the later ones, their
+    ratio, the ms of each call), the medians over ``processes`` fresh processes (after one
+    more, discarded, that compiles whatever Numba's disk cache lacks)."""
+    rows = []
+    for fmt, mode in FIRST_CALLS:
+        code = (f"import json, fpsim.bench as b; "
+                f"print(json.dumps(b.first_calls_child({fmt!r}, {mode!r}, {n})))")
+        runs = []
+        for _ in range(processes + 1):
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                  check=True)
+            runs.append(json.loads(done.stdout.splitlines()[-1]))
+        for name in runs[1]:
+            calls = np.median([r[name] for r in runs[1:]], axis=0)
+            steady = float(np.median(calls[1:]))
+            what = "x.copy()" if name == "copy" else name
+            rows.append((what, fmt, mode, float(calls[0]), steady, float(calls[0]) / steady,
+                         [float(c) for c in calls]))
+    return rows
+
+
 def median_seconds(func, repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -292,7 +346,7 @@ def run_training(repeats: int = 40, rounds: int = 5) -> list[tuple]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=["all", "elementwise", "matmul", "train"])
+                        choices=["all", "elementwise", "first", "matmul", "train"])
     parser.add_argument("-n", type=int, default=10_000_000, help="elements (default 10M)")
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
@@ -330,6 +384,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{what:34} {fmt:9} {kernel:9} {rate:10.1f} {ratio:8.3f}")
     if gpu:
         return 0
+    if args.which in ("all", "first"):
+        print(f"\nfirst calls on a new array, n={args.n:,} float32, in fresh processes (median "
+              "of 3); ratio: first call / median of the later ones")
+        print(f"{'call':14} {'format':8} {'mode':13} {'first ms':>9} {'later ms':>9} "
+              f"{'ratio':>6}  each call (ms)")
+        for what, fmt, mode, first, steady, ratio, calls in run_first_calls(args.n):
+            each = " ".join(f"{c:.1f}" for c in calls)
+            print(f"{what:14} {fmt:8} {mode:13} {first:9.1f} {steady:9.1f} {ratio:6.1f}  {each}")
     if args.which in ("all", "matmul"):
         print("\nmatmul n x n x n, fp16-valued float32 inputs; ratio: median of time / "
               "float32 np.matmul's, timed in pairs")
