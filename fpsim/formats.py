@@ -254,12 +254,16 @@ def format(name: str) -> Format:
                      "(e.g. e6m9) for a custom one")
 
 
-def as_format(fmt: Format | str) -> Format:
-    """A ``Format`` as it is, or the format a name names (``format(name)``).
+def as_format(fmt: Format | str | np.dtype | type[np.generic]) -> Format:
+    """A ``Format`` as it is, the format a name names (``format(name)``), or the format
+    of a NumPy float type or dtype (``np.float16``: fp16), as ``"float16"`` names it.
 
     Parameters
     ----------
-    fmt : Format or str
+    fmt : Format, str, numpy.dtype or NumPy scalar type
+        A format, a name, or ``np.float16``, ``np.float32``, ``np.float64``, an
+        ml_dtypes type of one of fpsim's formats (``ml_dtypes.bfloat16``), or the
+        dtype of one of these.
 
     Returns
     -------
@@ -268,16 +272,28 @@ def as_format(fmt: Format | str) -> Format:
     Raises
     ------
     ValueError
-        Neither a Format nor a known name.
+        Not a Format, a known name, or a dtype of one of fpsim's formats.
 
     Examples
     --------
+    >>> import numpy as np
     >>> from fpsim.formats import as_format
     >>> as_format("fp16") is as_format(as_format("fp16"))
+    True
+    >>> as_format(np.float16) is as_format(np.dtype("float16")) is as_format("float16")
     True
     """
     if isinstance(fmt, Format):
         return fmt
     if isinstance(fmt, str):
         return format(fmt)
-    raise ValueError(f"expected a Format or a format name, got {fmt!r}")
+    if isinstance(fmt, np.dtype) or (isinstance(fmt, type) and issubclass(fmt, np.generic)):
+        from fpsim.bits import format_of_dtype
+
+        dtype = np.dtype(fmt)
+        found = format_of_dtype(dtype.newbyteorder("=") if dtype.kind == "f" else dtype)
+        if found is None:
+            raise ValueError(f"dtype {dtype} is not one of fpsim's formats: a format is a "
+                             "Format, a name (\"fp16\", \"e6m9\") or a float dtype of one")
+        return found
+    raise ValueError(f"expected a Format, a format name or a NumPy float dtype, got {fmt!r}")

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 
 import fpsim
 import fpsim.testing as ft
+from fpsim.precision import parse
 
 # --- fpsim.testing ---------------------------------------------------------------------------
 
@@ -119,3 +120,69 @@ def test_arrays_name_themselves_for_an_unknown_option():
         ft.arrays("fp32", dtpye=np.float32)
     with pytest.raises(ValueError, match="dtype: not a NumPy dtype: 'bogus'"):
         ft.arrays("fp32", dtype="bogus")
+
+
+# --- formats, policies -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, name", [
+    (np.float16, "fp16"), (np.float32, "fp32"), (np.float64, "fp64"),
+    (np.dtype(np.float16), "fp16"), (np.dtype(">f4"), "fp32"), (np.dtype("float64"), "fp64"),
+    (ml_dtypes.bfloat16, "bf16"), (np.dtype(ml_dtypes.float8_e4m3fn), "fp8_e4m3"),
+    (ml_dtypes.float8_e5m2, "fp8_e5m2"),
+])
+def test_a_numpy_float_type_or_dtype_is_a_format(dtype, name):
+    assert fpsim.formats.as_format(dtype) is fpsim.PRESETS[name]
+    assert fpsim.round(0.1, dtype) == fpsim.round(0.1, name)
+    assert fpsim.Policy(compute=dtype).compute is fpsim.PRESETS[name]
+    assert fpsim.tensor([0.1], format=dtype).format is fpsim.PRESETS[name]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.dtype(np.complex128), np.longdouble,
+                                   ml_dtypes.float8_e4m3fnuz, np.bool_])
+def test_a_dtype_of_no_format_is_refused_by_name(dtype):
+    with pytest.raises(ValueError, match=f"dtype {np.dtype(dtype)} is not one of fpsim's formats"):
+        fpsim.round(0.1, dtype)
+    with pytest.raises(ValueError, match=f"^compute: dtype {np.dtype(dtype)} is not one"):
+        fpsim.Policy(compute=dtype)
+
+
+@pytest.mark.parametrize("args", [("mixed",), ("fp16",), ("compute=fp16",), (np.float16,)])
+def test_a_policy_takes_keywords_and_points_to_parse_for_text(args):
+    with pytest.raises(TypeError, match=r"Policy takes keyword arguments only .* is read by "
+                                        r"fpsim\.precision\.parse"):
+        fpsim.Policy(*args)
+    assert "parse('mixed')" in str(pytest.raises(TypeError, fpsim.Policy, "mixed").value)
+
+
+def test_policies_still_pickle_copy_and_replace():
+    import copy
+    import pickle
+
+    policy = parse("mixed,seed=3,softmax.compute=fp32,exp.rounding=stochastic")
+    assert pickle.loads(pickle.dumps(policy)) == policy
+    assert copy.deepcopy(policy) == policy
+    assert policy.replace(accum="fp16").accum is fpsim.PRESETS["fp16"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("compute=fp99,compute=fp16", "^compute: unknown format 'fp99'"),
+    ("compute=fp99,mixed", "^compute: unknown format 'fp99'"),
+    ("rounding=bogus,rounding=up", "^rounding: unknown rounding mode 'bogus'"),
+    ("accum_rounding=x,fp32", "^accum_rounding: unknown rounding mode 'x'"),
+    ("order=bogus,order=any", "^order: unknown order 'bogus'"),
+    ("compute=fp16,compute=fp16", "^policy key 'compute' is given twice"),
+    ("mixed,accum=fp16,seed=1,accum=fp32", "^policy key 'accum' is given twice "
+                                          r"\('accum=fp16' and 'accum=fp32'\)"),
+    ("softmax.compute=fp32,softmax.compute=bf16", "^policy key 'softmax.compute' is given twice"),
+])
+def test_parse_checks_every_value_and_refuses_a_repeated_key(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse(text)
+
+
+def test_parse_still_applies_presets_then_keys_and_overrides_apart():
+    assert parse("mixed,compute=bf16").compute is fpsim.PRESETS["bf16"]
+    policy = parse("compute=fp16,softmax.compute=fp32")
+    assert policy.for_op("softmax").compute is fpsim.PRESETS["fp32"]
+    assert parse(str(policy)) == policy

@@ -39,17 +39,20 @@ _stack: contextvars.ContextVar[tuple[Policy, ...]] = contextvars.ContextVar("fps
                                                                          default=())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Policy:
     """Formats and rounding of every operation category; a context manager.
 
-    Operations inside ``with policy:`` run under it (``current()``); ``parse`` reads one
-    from text such as ``"mixed"`` or ``"params=fp32,compute=fp16,accum=fp32"``.
+    Operations inside ``with policy:`` run under it (``current()``). Its arguments are
+    keywords; ``fpsim.precision.parse`` reads a policy from text, a preset such as
+    ``"mixed"`` or pairs such as ``"params=fp32,compute=fp16,accum=fp32"``.
 
     Parameters
     ----------
-    params : Format or str, default fp32
+    params : Format, str or NumPy float dtype, default fp32
         Where parameters are stored; wider than ``compute`` means a master copy.
+        Every format argument takes what ``fpsim.formats.as_format`` takes
+        (``"fp16"``, ``np.float16``, ...).
     compute : Format or str, default fp32
         The inputs and results of pointwise and dot operations, and activations.
     accum : Format or str, default fp32
@@ -82,6 +85,9 @@ class Policy:
     ValueError
         For an unknown format, mode, order or operation, a native policy with an
         emulated format, or an override with overrides of its own.
+    TypeError
+        For a positional argument (``Policy("mixed")``: a preset is read by
+        ``fpsim.precision.parse("mixed")``).
 
     Examples
     --------
@@ -94,6 +100,8 @@ class Policy:
     >>> with policy:
     ...     fpsim.tensor([1.0]) + 2.0**-11
     Tensor(array([1.]), format=fp16)
+    >>> fpsim.precision.parse("mixed") == policy
+    True
     """
 
     params: Format = field(default_factory=lambda: as_format("fp32"))
@@ -113,7 +121,7 @@ class Policy:
     category: str = field(default="", compare=False, repr=False)
 
     if TYPE_CHECKING:  # what __init__ takes (the fields hold formats, from formats or names)
-        def __init__(self, params: Format | str = ..., compute: Format | str = ...,
+        def __init__(self, *, params: Format | str = ..., compute: Format | str = ...,
                      accum: Format | str = ..., reduce: Format | str = ...,
                      output: Format | str = ..., rounding: str = ...,
                      accum_rounding: str = ..., order: str = ..., subnormals: bool = ...,
@@ -121,12 +129,17 @@ class Policy:
                      overrides: Sequence[tuple[str, Policy]] | Mapping[str, Policy] = ...,
                      category: str = ...) -> None: ...
 
+    def __new__(cls, *args: object, **kwargs: object) -> Policy:
+        if args:
+            text = args[0] if isinstance(args[0], str) else "mixed"
+            raise TypeError(f"Policy takes keyword arguments only (Policy(compute='fp16')), got "
+                            f"{args[0]!r}; a preset or policy text is read by "
+                            f"fpsim.precision.parse, as in parse({text!r})")
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         for name in FORMAT_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, (str, Format)):
-                raise ValueError(f"{name} must be a format or a format name, got {value!r}")
-            object.__setattr__(self, name, as_format(value))
+            object.__setattr__(self, name, _format(name, getattr(self, name)))
         mode_code(self.rounding)
         mode_code(self.accum_rounding)
         if not isinstance(self.order, str) or self.order not in ORDERS:
@@ -245,6 +258,14 @@ class Policy:
         _stack.set(_stack.get()[:-1])
 
 
+def _format(name: str, value: object) -> Format:
+    """A format field's value as a Format; ValueError naming the field."""
+    try:
+        return as_format(value)  # type: ignore[arg-type]  # any value: as_format says why not
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
 def _settings(policy: Policy) -> dict[str, Any]:
     """Every field but the overrides (and the category, which is not a setting)."""
     return {f.name: getattr(policy, f.name) for f in fields(policy)
@@ -283,8 +304,8 @@ def parse(text: str) -> Policy:
     ----------
     text : str
         Comma-separated presets (``fp32``, ``fp64``, ``mixed``, ``fp16``, ``bf16``,
-        ``native_fp32``, ``native_fp16``) and ``key=value`` pairs, applied in order; a key
-        ``op.key`` sets that operation's override.
+        ``native_fp32``, ``native_fp16``) and ``key=value`` pairs, applied in order, each
+        key at most once; a key ``op.key`` sets that operation's override.
 
     Returns
     -------
@@ -294,7 +315,7 @@ def parse(text: str) -> Policy:
     Raises
     ------
     ValueError
-        For an unknown preset, key, operation or value.
+        For an unknown preset, key, operation or value, or a key given twice.
 
     Examples
     --------
@@ -308,6 +329,7 @@ def parse(text: str) -> Policy:
         raise ValueError(f"a policy string needs a preset or key=value pairs, got {text!r}")
     base: dict[str, Any] = {}
     ops: dict[str, dict[str, Any]] = {}
+    given: dict[str, str] = {}  # each key ("compute", "softmax.compute"): its pair
     for token in (t.strip() for t in text.split(",")):
         if "=" not in token:
             if token not in PRESETS:
@@ -316,21 +338,35 @@ def parse(text: str) -> Policy:
                 )
             base.update(PRESETS[token])
             continue
-        key, value = (s.strip() for s in token.split("=", 1))
-        op, _, key = key.rpartition(".")
+        name, value = (s.strip() for s in token.split("=", 1))
+        op, _, key = name.rpartition(".")
         if op and op not in OPERATIONS:
             raise ValueError(f"unknown operation {op!r} in {token!r}; known operations: "
                              f"{', '.join(OPERATIONS)}")
+        if name in given:
+            raise ValueError(f"policy key {name!r} is given twice ({given[name]!r} and "
+                             f"{token!r}): give each key once")
+        given[name] = token
         (ops.setdefault(op, {}) if op else base)[key] = _value(key, value)
     policy = Policy(**base)
     overrides = tuple((op, Policy(**{**base, **changes})) for op, changes in ops.items())
     return policy.replace(overrides=overrides) if overrides else policy
 
 
-def _value(key: str, value: str) -> str | bool | int | None:
+def _value(key: str, value: str) -> Format | str | bool | int | None:
+    """The value of ``key=value``, checked: ValueError naming the key."""
     known = [f.name for f in fields(Policy) if f.name not in ("overrides", "category")]
     if key not in known:
         raise ValueError(f"unknown policy key {key!r}; known keys: {', '.join(known)}")
+    if key in FORMAT_FIELDS:
+        return _format(key, value)
+    if key in ("rounding", "accum_rounding"):
+        try:
+            mode_code(value)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+    if key == "order" and value not in ORDERS:
+        raise ValueError(f"order: unknown order {value!r}; known orders: {', '.join(ORDERS)}")
     if key in ("subnormals", "native"):
         if value.lower() not in ("true", "false", "1", "0", "on", "off"):
             raise ValueError(f"{key} takes true or false, got {value!r}")
