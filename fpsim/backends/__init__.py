@@ -46,7 +46,7 @@ def gpu_missing() -> str | None:
     Returns
     -------
     str or None
-        Why it cannot run (what to install), or None.
+        Why it cannot run (what to install, or that there is no GPU), or None.
 
     Examples
     --------
@@ -54,22 +54,26 @@ def gpu_missing() -> str | None:
     >>> isinstance(gpu_missing(), (str, type(None)))
     True
     """
-    install = "install the GPU extra: pip install 'fpsim[gpu]'"
+    from fpsim._optional import MissingDependency, cuda_driver_missing, require
+
     try:
-        from numba import cuda
-    except ImportError as exc:
-        return f"numba-cuda is not installed ({exc}); {install}"
+        cuda = require("numba.cuda", "running fpsim on a GPU")
+    except MissingDependency as exc:
+        return str(exc)
     if getattr(getattr(cuda, "config", None), "ENABLE_CUDASIM", False):
         return None
     try:
-        import cupy
-    except ImportError as exc:
-        return f"CuPy is not installed ({exc}); {install}"
-    if not cuda.is_available():  # type: ignore[no-untyped-call]
+        cupy = require("cupy", "running fpsim on a GPU")
+    except MissingDependency as exc:
+        return str(exc)
+    if not cuda.is_available():
+        driver = cuda_driver_missing()
+        if driver is not None:
+            return f"no usable CUDA GPU: {driver}"
         try:
             count = cupy.cuda.runtime.getDeviceCount()
             detail = f"CuPy sees {count} device(s)"
-        except Exception as exc:  # CuPy says why: no driver, too old a driver, ...
+        except Exception as exc:  # CuPy says why: too old a driver, ...
             detail = f"{type(exc).__name__}: {exc}"
         return f"no usable CUDA GPU: numba-cuda finds none ({detail})"
     return None
