@@ -216,12 +216,80 @@ def test_the_gpu_preset_follows_the_gpu():
     assert gpu_suite.preset_for("NVIDIA L40S", (8, 9)) is fpsim.hw.A100
 
 
-def test_without_a_gpu_the_gpu_suite_is_one_skipped_record():
+@pytest.fixture
+def no_gpu():
+    """Skip where this machine has a usable GPU; else why it has none."""
     device, why = gpu_suite.device_or_reason()
     if device is not None:
         pytest.skip("this machine has a GPU")
-    records = run("gpu", size=64)
-    assert len(records) == 1 and records[0].verdict.startswith("skipped: ")
+    return why
+
+
+def test_without_a_gpu_the_gpu_suite_is_an_error_and_writes_nothing(no_gpu, tmp_path):
+    with pytest.raises((gpu_suite.NoGPU, ImportError)) as info:
+        run("gpu", size=64, out=tmp_path / "out")
+    assert str(info.value) == no_gpu and "\n" not in no_gpu
+    assert no_gpu.startswith("no usable GPU: ") or "pip install 'fpsim[gpu]'" in no_gpu
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_a_gpu_the_suite_all_says_the_gpu_part_did_not_run(no_gpu, tmp_path):
+    records = run("all", size=64, out=tmp_path)
+    assert records[-1].name == "gpu suite" and records[-1].verdict == f"skipped: {no_gpu}"
+    assert not any(r.name.startswith("gpu") for r in records[:-1])
+    said = f"the GPU suite did not run: {no_gpu}"
+    assert json.loads((tmp_path / "results.json").read_text())["not_run"] == said
+    assert f"**The GPU suite did not run: {no_gpu}.**" in (tmp_path / "results.md").read_text()
+
+
+class FakeRuntime:
+    """CuPy's ``cuda.runtime`` where a driver loads: ``getDeviceCount`` gives ``count``
+    or raises what CuPy raises."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def getDeviceCount(self):  # noqa: N802 - CuPy's name
+        if isinstance(self.count, Exception):
+            raise self.count
+        return self.count
+
+
+def fake_cupy(count):
+    import types
+
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=FakeRuntime(count))
+    return cupy
+
+
+class CUDARuntimeError(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("cupy, driver, message", [
+    # No driver: there is no GPU, whatever CuPy would say (it says InsufficientDriver).
+    (fake_cupy(CUDARuntimeError("cudaErrorInsufficientDriver")), "no NVIDIA driver (x)",
+     "no usable GPU: no NVIDIA driver (x)"),
+    (None, "no NVIDIA driver (x)", "no usable GPU: no NVIDIA driver (x)"),
+    # A driver: what is missing is CuPy, a device, or what CuPy says.
+    (None, None, "the GPU suite (fpsim compare --suite gpu) needs cupy, which is not "
+                 "installed: pip install 'fpsim[gpu]'"),
+    (fake_cupy(0), None, "no usable GPU: the NVIDIA driver loads but CuPy finds no device"),
+    (fake_cupy(CUDARuntimeError("cudaErrorInsufficientDriver: CUDA driver version is "
+                                "insufficient for CUDA runtime version")), None,
+     "no usable GPU: CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version is "
+     "insufficient for CUDA runtime version"),
+])
+def test_the_gpu_suite_says_what_is_missing(monkeypatch, tmp_path, cupy, driver, message):
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(gpu_suite, "cuda_driver_missing", lambda: driver)
+    assert gpu_suite.device_or_reason() == (None, message)
+    error = ImportError if cupy is None and driver is None else gpu_suite.NoGPU
+    with pytest.raises(error) as info:
+        run("gpu", size=64, out=tmp_path / "out")
+    assert str(info.value) == message
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -245,10 +313,16 @@ def test_the_command_writes_its_outputs_and_ends_with_verdicts(tmp_path):
     out = tmp_path / "cmp"
     result = cli("--size", "1024", "--out", str(out), "--seed", "3")
     assert result.returncode == 0, result.stderr
+    # Results (the paths written, the verdicts) on stdout; progress on stderr, as reproduce's.
     lines = result.stdout.strip().splitlines()
+    assert lines[0] == (f"wrote {out / 'results.json'}, {out / 'results.md'}, "
+                        f"{out / 'ulp_histograms.png'}") and lines[1] == ""
+    assert len(lines) == 2 + 19
     assert lines[-1].startswith("blas sgemm") and lines[-2].startswith("numpy fp16 dot")
-    assert all(("identical" in line or "differs: " in line or "skipped: " in line)
-               for line in lines[-19:])
+    assert all(("identical" in line or "differs: " in line) for line in lines[2:])
+    progress = result.stderr.strip().splitlines()
+    assert progress[0] == "fpsim compare --suite cpu, size 1024, seed 3"
+    assert progress[1] == "  numpy fp16 add: identical" and len(progress) == 1 + 19
     document = json.loads((out / "results.json").read_text())
     assert document["size"] == 1024 and document["machine"].startswith("CPU")
     assert "numpy" in document["versions"] and len(document["records"]) == 19
@@ -265,6 +339,56 @@ def test_the_command_writes_its_outputs_and_ends_with_verdicts(tmp_path):
 def test_the_command_refuses_bad_arguments(args, message):
     result = cli(*args)
     assert result.returncode == 2 and message in result.stderr
+
+
+def test_without_a_gpu_the_command_refuses_the_gpu_suite_in_one_line(no_gpu, tmp_path):
+    out = tmp_path / "cmp"
+    result = cli("--suite", "gpu", "--out", str(out))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"fpsim compare: error: {no_gpu}\n"
+    assert not out.exists()
+
+
+def test_without_a_gpu_the_command_says_the_gpu_part_did_not_run(no_gpu, tmp_path, capsys):
+    from fpsim.compare.command import main
+
+    assert main(["--suite", "all", "--size", "64", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.endswith(f"fpsim compare: the GPU suite did not run: {no_gpu}\n")
+    last = captured.out.splitlines()[-1]
+    assert last.startswith("gpu suite ") and last.endswith(f"  skipped: {no_gpu}")
+
+
+def test_the_histograms_are_readable():
+    """Tick labels of 8 points or more, each panel's y-axis saying what it counts, and no
+    panel's text (title, tick labels, axis labels) over another's or off the figure."""
+    from fpsim.compare.report import histogram_figure
+
+    x = halves(50)
+    long_best = ("inputs to tf32 nearest_even, H100/tf32 block FMA split-K 96 (the best of 11 "
+                 "slicings into 2-64 slices)")
+    records = [evaluate(Case(f"gpu gemm fp32 in, tf32 compute, 16x4096x16 #{i}", "hw", "emu",
+                             "fp16", x, {long_best if i % 2 else "m": x.copy()}))
+               for i in range(19)]
+    records.insert(3, gpu_suite.skipped("gpu suite", "hw", "no GPU"))
+    fig = histogram_figure(records)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert len(panels) == 19
+    boxes = []
+    for ax in panels:
+        assert ax.get_ylabel() == "number of elements"
+        ticks = ax.get_xticklabels() + ax.get_yticklabels()
+        assert len(ax.get_xticklabels()) == len(bin_labels())
+        assert min(t.get_fontsize() for t in ticks) >= 8
+        box = ax.get_tightbbox(renderer)
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1
+        assert fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1
+        boxes.append(box)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), (a, b)
 
 
 def test_the_command_refuses_a_file_as_out(tmp_path):

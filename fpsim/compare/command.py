@@ -1,8 +1,12 @@
-"""``fpsim compare [--suite cpu|gpu|all] [--out DIR] [--size N] [--seed S]``."""
+"""``fpsim compare [--suite cpu|gpu|all] [--out DIR] [--size N] [--seed S]``.
+
+Progress goes to stderr; the paths written and the verdicts to stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from fpsim._checks import output_folder
 from fpsim.compare.cases import Record
@@ -28,17 +32,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--size must be at least 64, got {args.size}")
     if args.seed < 0:
         parser.error(f"--seed must be non-negative, got {args.seed}")
+    if args.suite == "gpu":  # no GPU: an error before anything is made or written
+        from fpsim.compare import gpu
+
+        try:
+            gpu.find_device()
+        except gpu.NoGPU as exc:
+            print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+            return 2
     try:
         out = output_folder(args.out)
     except ValueError as exc:
         parser.error(f"--out: {exc}")
 
     def progress(record: Record) -> None:
-        print(f"  {record.name}: {record.verdict}", flush=True)
+        print(f"  {record.name}: {record.verdict}", file=sys.stderr, flush=True)
 
-    print(f"fpsim compare --suite {args.suite}, size {args.size}, seed {args.seed}")
+    print(f"{parser.prog} --suite {args.suite}, size {args.size}, seed {args.seed}",
+          file=sys.stderr, flush=True)
     records = run(args.suite, size=args.size, seed=args.seed, out=out, progress=progress)
-    print(f"\nwrote {out / 'results.json'}, {out / 'results.md'}, "
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'}, "
           f"{out / 'ulp_histograms.png'}\n")
-    print(verdicts(records))
+    print(verdicts(records), flush=True)
+    for record in records:
+        if record.name == "gpu suite" and record.skipped:
+            print(f"{parser.prog}: the GPU suite did not run: {record.skipped}",
+                  file=sys.stderr)
     return 0

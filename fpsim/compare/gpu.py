@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 import fpsim
+from fpsim._optional import MissingDependency, cuda_driver_missing, require
 from fpsim.compare.cases import Case, Record, skipped
 from fpsim.compare.inputs import around, binary16_operands, halves
 from fpsim.compare.metrics import compare_bits
@@ -151,18 +152,43 @@ class CupyDevice:
         return self.to_host(c)
 
 
+class NoGPU(RuntimeError):
+    """There is no usable GPU for the GPU suite; the message says what is missing.
+
+    Examples
+    --------
+    >>> issubclass(NoGPU, RuntimeError)
+    True
+    """
+
+
+PURPOSE = "the GPU suite (fpsim compare --suite gpu)"
+
+
+def find_device() -> CupyDevice:
+    """The GPU through CuPy: ``NoGPU`` where there is none (saying what is missing),
+    ``MissingDependency`` where CuPy is not installed."""
+    missing = cuda_driver_missing()
+    if missing is not None:
+        raise NoGPU(f"no usable GPU: {missing}")
+    cupy = require("cupy", PURPOSE)
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count < 1:
+            raise NoGPU("no usable GPU: the NVIDIA driver loads but CuPy finds no device")
+        return CupyDevice()
+    except NoGPU:
+        raise
+    except Exception as exc:  # too old a driver, NVRTC missing, ...: CuPy says which
+        raise NoGPU(f"no usable GPU: {type(exc).__name__}: {exc}") from None
+
+
 def device_or_reason() -> tuple[CupyDevice | None, str]:
-    """A ``CupyDevice``, or why there is none."""
+    """A ``CupyDevice``, or why there is none (what ``find_device`` would raise)."""
     try:
-        import cupy
-    except ImportError as exc:
-        return None, f"CuPy is not installed ({exc}); pip install 'fpsim[gpu]'"
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return None, "CuPy finds no GPU"
-        return CupyDevice(), ""
-    except Exception as exc:  # no driver, an old driver, NVRTC missing: say which
-        return None, f"no usable GPU ({type(exc).__name__}: {exc})"
+        return find_device(), ""
+    except (NoGPU, MissingDependency) as exc:
+        return None, str(exc)
 
 
 def wide_halves(rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
@@ -361,13 +387,8 @@ def products(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case | R
 SUITE = (elementwise, conversions, reductions, products)
 
 
-def cases(size: int, seed: int, device: Any = None) -> Iterator[Case | Record]:
-    """Every case of the GPU suite on ``device`` (the GPU through CuPy by default)."""
-    if device is None:
-        device, why = device_or_reason()
-        if device is None:
-            yield skipped("gpu suite", "CuPy on a GPU", why)
-            return
+def cases(size: int, seed: int, device: Any) -> Iterator[Case | Record]:
+    """Every case of the GPU suite on ``device`` (a ``CupyDevice``, or a stand-in)."""
     rng = np.random.default_rng(seed)
     for family in SUITE:
         yield from family(device, rng, size)

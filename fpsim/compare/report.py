@@ -43,6 +43,8 @@ def markdown(records: list[Record], header: dict[str, Any]) -> str:
     lines = [f"Machine: {header['machine']}  ", "Versions: " + ", ".join(
         f"{k} {v}" for k, v in header["versions"].items()) + "  ",
         f"Suite {header['suite']}, size {header['size']}, seed {header['seed']}.", "",
+        *([f"**{header['not_run'][:1].upper()}{header['not_run'][1:]}.**", ""]
+          if header.get("not_run") else []),
         "| case | hardware | closest emulation | identical | max ulp | median ulp | verdict |",
         "| --- | --- | --- | ---: | ---: | ---: | --- |"]
     for r in records:
@@ -62,30 +64,54 @@ def markdown(records: list[Record], header: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def figure(records: list[Record], path: Path) -> None:
-    """Histograms of the ulp distance of each case's closest candidate."""
+# The histograms' text, in points: readable at the figure's size in a page.
+TITLE_SIZE, LABEL_SIZE, TICK_SIZE = 10, 10, 9
+COUNTED = "number of elements"
+"""What each histogram's bars count (its y-axis label): the elements of the case's run."""
+
+
+def histogram_figure(records: list[Record]) -> Any:
+    """A matplotlib Figure: per case that ran, a histogram of its closest candidate's ulp
+    distances (the elements at each distance, on a log scale)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     shown = [r for r in records if r.results]
-    cols = 3
+    cols = min(3, max(1, len(shown)))
     rows = max(1, -(-len(shown) // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 3.6 * rows), squeeze=False,
+                             layout="constrained")
     labels = bin_labels()
     for ax, r in zip(axes.ravel(), shown, strict=False):
         c = r.results[cast(str, r.best)]
-        ax.bar(range(len(labels)), np.maximum(c.histogram, 0.0), color="tab:blue")
-        ax.set_yscale("symlog", linthresh=1)
-        ax.set_title(f"{r.name}\n{r.best}: {_share(c.identical)} identical", fontsize=8)
-        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=6)
-        ax.tick_params(axis="y", labelsize=6)
+        counts = np.asarray(c.histogram, dtype=np.float64)
+        ax.bar(range(len(labels)), np.where(counts > 0, counts, np.nan), color="tab:blue")
+        ax.set_yscale("log")
+        ax.set_ylim(0.5, max(10.0, 3.0 * float(counts.max(initial=1.0))))
+        title = f"{r.name}: {_share(c.identical)} identical\nclosest: {r.best}"
+        ax.set_title("\n".join(textwrap.fill(line, 60) for line in title.splitlines()),
+                     fontsize=TITLE_SIZE)
+        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=TICK_SIZE)
+        ax.set_xlim(-0.8, len(labels) - 0.2)
+        ax.tick_params(axis="y", labelsize=TICK_SIZE)
+        ax.set_ylabel(COUNTED, fontsize=LABEL_SIZE)
     for ax in axes.ravel()[len(shown):]:
         ax.axis("off")
-    fig.supxlabel("distance from the hardware's result (ulp of the case's format)", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.supxlabel("distance from the hardware's result (ulp of the case's format)",
+                  fontsize=LABEL_SIZE + 1)
+    return fig
+
+
+def figure(records: list[Record], path: Path) -> None:
+    """Write ``histogram_figure(records)`` to ``path`` (a PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = histogram_figure(records)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

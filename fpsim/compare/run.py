@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from fpsim._machine import machine, versions
 from fpsim.compare import report
-from fpsim.compare.cases import Case, Record, evaluate
+from fpsim.compare.cases import Case, Record, evaluate, skipped
 
 SUITES = ("cpu", "gpu", "all")
 """The suites ``run`` takes: the CPU's cases, the GPU's, or both."""
@@ -32,7 +33,9 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
     ----------
     suite : {"cpu", "gpu", "all"}, default "cpu"
         The cases: the CPU's (NumPy, ml_dtypes, the CPU's binary16, BLAS), the GPU's
-        (CuPy, CUDA, cuBLAS; skipped without a GPU), or both.
+        (CuPy, CUDA, cuBLAS), or both (without a GPU: the CPU's, and a skipped record
+        saying why the GPU's did not run, also in results.md and results.json's
+        ``not_run``).
     size : int, default 2**20
         Elements per elementwise case, at least 64.
     seed : int, default 0
@@ -50,6 +53,12 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
     ------
     ValueError
         For an unknown suite, or a size or seed out of range.
+    fpsim.compare.gpu.NoGPU
+        For the "gpu" suite where there is no usable GPU (the message says what is
+        missing); nothing is written.
+    ImportError
+        For the "gpu" suite where CuPy is not installed: one line naming the extra,
+        ``pip install 'fpsim[gpu]'``.
 
     Examples
     --------
@@ -63,15 +72,21 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
     for label, value, low in (("size", size, 64), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
-    families = []
+    families: list[Iterable[Case | Record]] = []
+    not_run = ""
+    if suite in ("gpu", "all"):
+        from fpsim.compare import gpu
+
+        # The "gpu" suite without a GPU is an error, before anything runs or is written.
+        device, not_run = (gpu.find_device(), "") if suite == "gpu" else \
+            gpu.device_or_reason()
     if suite in ("cpu", "all"):
         from fpsim.compare import cpu
 
         families.append(cpu.cases(size, seed))
     if suite in ("gpu", "all"):
-        from fpsim.compare import gpu
-
-        families.append(gpu.cases(size, seed))
+        families.append(gpu.cases(size, seed, device) if device is not None else
+                        [skipped("gpu suite", "CuPy on a GPU", not_run)])
     records = []
     for family in families:
         for item in family:
@@ -81,9 +96,11 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
                 progress(record)
     if out is not None:
         gpu_ran = any(r.name.startswith("gpu") and not r.skipped for r in records)
-        header = dict(suite=suite, size=size, seed=seed,
-                      date=time.strftime("%Y-%m-%d"),
-                      machine=machine() + (f"; {machine(gpu=True)}" if gpu_ran else ""),
-                      versions=versions(gpu=gpu_ran))
+        header: dict[str, Any] = dict(
+            suite=suite, size=size, seed=seed, date=time.strftime("%Y-%m-%d"),
+            machine=machine() + (f"; {machine(gpu=True)}" if gpu_ran else ""),
+            versions=versions(gpu=gpu_ran))
+        if not_run:
+            header["not_run"] = f"the GPU suite did not run: {not_run}"
         report.write(records, header, Path(out))
     return records
