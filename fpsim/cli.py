@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib
 import sys
 
 import numpy as np
@@ -59,39 +61,90 @@ def values_after_options(argv: list[str]) -> list[str]:
     return options + (["--", *values] if values else [])
 
 
+SUBCOMMANDS = {
+    "bench": ("fpsim.bench", "the throughput benchmark"),
+    "compare": ("fpsim.compare.command", "the emulation against hardware, bit by bit"),
+    "reproduce": ("fpsim.reproduce.command", "the paper's ablations"),
+}
+"""Each subcommand: the module whose ``main`` runs it, and what it does."""
+
+USAGE = """%(prog)s [-h] [--formats F,F,...] [--backend {numpy,numba}] [values ...]
+       %(prog)s {bench,compare,reproduce} [-h] ..."""
+
+
+def subcommand(argv: list[str]) -> int:
+    """Run the subcommand ``argv[0]`` with the rest of ``argv``; a missing optional
+    dependency is one line on stderr (exit status 2), not a traceback."""
+    from fpsim._optional import MissingDependency
+
+    try:
+        module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
+        status: int = module.main(argv[1:])
+    except MissingDependency as exc:
+        print(f"fpsim {argv[0]}: error: {exc}", file=sys.stderr)
+        return 2
+    return status
+
+
+def not_a_subcommand(word: str) -> str:
+    """The error for a first argument that is neither a subcommand nor a number."""
+    message = f"{word!r} is neither a subcommand ({', '.join(SUBCOMMANDS)}) nor a number"
+    close = difflib.get_close_matches(word, list(SUBCOMMANDS), n=1)
+    return message + (f"; did you mean {close[0]!r}?" if close else "")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``fpsim`` command line on ``argv`` (``sys.argv[1:]`` by default).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments: a subcommand and its own, or values to round.
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 2 for an error (argparse's, or a missing optional
+        dependency).
+
+    Examples
+    --------
+    >>> main(["--formats", "fp8_e4m3", "0.1"])  # doctest: +ELLIPSIS
+    fpsim ...: formats
+    ...
+    0.1
+      format       nearest_even   nearest_away ...
+      fp8_e4m3        0.1015625      0.1015625 ...
+    0
+    """
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
-        from fpsim.bench import main as bench_main
-
-        return bench_main(argv[1:])
-    if argv[:1] == ["compare"]:
-        from fpsim.compare.command import main as compare_main
-
-        return compare_main(argv[1:])
-    if argv[:1] == ["reproduce"]:
-        from fpsim.reproduce.command import main as reproduce_main
-
-        return reproduce_main(argv[1:])
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        return subcommand(argv)
     parser = argparse.ArgumentParser(
-        prog="fpsim", description="Bit-exact reduced-precision floating point.",
-        epilog="Subcommands: 'fpsim reproduce' replays the paper's ablations; 'fpsim compare' "
-               "compares the emulation with hardware; 'fpsim bench' runs the throughput "
-               "benchmark.",
+        prog="fpsim", usage=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Bit-exact reduced-precision floating point: the preset formats, and "
+                    "the given values rounded to each.",
+        epilog="subcommands (fpsim SUBCOMMAND -h for each one's options):\n" + "\n".join(
+            f"  {name:11} {what}" for name, (_, what) in SUBCOMMANDS.items()),
     )
     parser.add_argument("values", nargs="*", type=float, help="values to round to each format")
-    parser.add_argument("--formats", default=",".join(PRESETS),
+    parser.add_argument("--formats", default=",".join(PRESETS), metavar="F,F,...",
                         help="comma-separated formats for the rounding table")
     parser.add_argument("--backend", default="numpy", choices=["numpy", "numba"])
+    if argv[:1] and not argv[0].startswith("-"):
+        try:
+            float(argv[0])
+        except ValueError:
+            parser.error(not_a_subcommand(argv[0]))
     args = parser.parse_args(values_after_options(argv))
+    try:  # before anything is printed
+        formats = [fpsim.format(name).name for name in args.formats.split(",")]
+    except ValueError as exc:
+        parser.error(f"--formats: {exc}")
     fpsim.set_backend(args.backend)
     print(f"fpsim {fpsim.__version__}: formats\n")
     print(format_table())
     if args.values:
-        try:
-            formats = [fpsim.format(name).name for name in args.formats.split(",")]
-        except ValueError as exc:
-            parser.error(str(exc))
         with np.errstate(all="ignore"):
             print(rounding_table(args.values, formats))
     return 0
