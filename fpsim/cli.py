@@ -68,8 +68,8 @@ SUBCOMMANDS = {
 }
 """Each subcommand: the module whose ``main`` runs it, and what it does."""
 
-USAGE = """%(prog)s [-h] [--formats F,F,...] [--backend {numpy,numba}] [values ...]
-       %(prog)s {bench,compare,reproduce} [-h] ..."""
+USAGE = ("%(prog)s [-h] [--formats F,F,...] [--backend {numpy,numba}] [values ...]\n"
+         f"       %(prog)s {{{','.join(SUBCOMMANDS)}}} [-h] ...")
 
 
 def subcommand(argv: list[str]) -> int:
