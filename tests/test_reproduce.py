@@ -51,7 +51,9 @@ def test_a_run_record_follows_the_schema(tiny_tasks):
 
 @pytest.mark.parametrize("bad, message", [
     (dict(value=float("nan")), "value"),
-    (dict(diverged=True), "diverged run has value null"),
+    (dict(diverged=True), "a diverged run says why in divergence"),
+    (dict(value=None), "a run that did not diverge has a number"),
+    (dict(divergence="blew up"), "any other has divergence null"),
     (dict(seed="0"), "integers"),
     (dict(curve=[{"step": 1}]), "curve point lacks"),
 ])
@@ -365,34 +367,42 @@ def test_bound_formulas():
     (dict(mean=97.2, spread=0.5), dict(mean=97.0, spread=0.4), True, "within noise"),
     (dict(mean=3.5, spread=0.01), dict(mean=3.2, spread=0.02), False, "worse"),
     (dict(mean=3.0, spread=0.01), dict(mean=3.2, spread=0.02), False, "better"),
-    (dict(mean=3.0, spread=None), dict(mean=3.2, spread=0.02), False, "unknown"),
+    (dict(mean=3.0, spread=None, seeds=1), dict(mean=3.2, spread=0.02), False,
+     "undecided: 1 seed, the spread rule needs 3"),
+    (dict(mean=3.0, spread=0.01, seeds=2), dict(mean=3.2, spread=0.02), False,
+     "undecided: 2 seeds, the spread rule needs 3"),
 ])
 def test_compare_in_units_of_seed_spread(a, b, higher, verdict):
     def summary(d, diverged=0):
-        return dict(seeds=3, diverged=diverged, min=d["mean"], max=d["mean"], **d)
+        return dict(dict(seeds=3), diverged=diverged, min=d["mean"], max=d["mean"], **d)
 
     assert results.compare(summary(a), summary(b), higher)["verdict"] == verdict
     diverged = summary(dict(mean=None, spread=None), diverged=3)
-    assert results.compare(diverged, summary(b), higher)["verdict"] == "worse (3 of 3 diverged)"
+    assert results.compare(diverged, summary(b), higher)["verdict"] == "diverged in 3 of 3"
 
 
-def test_diverged_runs_count_as_worse_only_when_the_rest_are_worse_too():
+def test_diverged_runs_are_the_verdict_whatever_the_rest():
+    """The full run's language model without master weights, as the old rule saw it: two
+    runs stopped, one finished (at 7726 bits per character, now labelled too)."""
     mixed = dict(seeds=3, diverged=0, mean=3.07, spread=0.018, min=3.05, max=3.09)
     blown = dict(seeds=3, diverged=2, mean=7726.2, spread=None, min=7726.2, max=7726.2)
-    assert results.compare(blown, mixed, False)["verdict"] == "worse (2 of 3 diverged)"
+    assert results.compare(blown, mixed, False)["verdict"] == "diverged in 2 of 3"
     lucky = dict(blown, mean=3.06, min=3.06, max=3.06)
-    assert results.compare(lucky, mixed, False)["verdict"] == "unknown (2 of 3 diverged)"
+    assert results.compare(lucky, mixed, False)["verdict"] == "diverged in 2 of 3"
 
 
 def test_a_diverged_run_is_never_left_out_of_a_verdict():
     mixed = dict(seeds=3, diverged=0, mean=3.07, spread=0.018, min=3.05, max=3.09)
-    one = dict(seeds=3, diverged=1, mean=2.90, spread=0.01, min=2.89, max=2.91)
-    assert results.compare(one, mixed, False)["verdict"] == "better (1 of 3 diverged)"
+    one = dict(seeds=4, diverged=1, mean=2.90, spread=0.01, min=2.89, max=2.91)
+    assert results.compare(one, mixed, False)["verdict"] == (
+        "diverged in 1 of 4; the other 3: better")
     close = dict(one, mean=3.07, min=3.06, max=3.08)
-    assert results.compare(close, mixed, False)["verdict"] == "within noise (1 of 3 diverged)"
+    assert results.compare(close, mixed, False)["verdict"] == (
+        "diverged in 1 of 4; the other 3: within noise")
     assert results.compare(mixed, close, False)["verdict"] == (
-        "within noise (reference: 1 of 3 diverged)")
+        "within noise (reference: diverged in 1 of 4)")
     assert results.compare(mixed, mixed, False)["verdict"] == "within noise"
+    assert results.compare(dict(close, seeds=3), mixed, False)["verdict"] == "diverged in 1 of 3"
 
 
 @pytest.mark.parametrize("document", [{"runs": [], "fpsim": "0.1"}, {"studies": {}, "x": 1},
@@ -463,3 +473,42 @@ def test_the_command_computes_on_one_thread_and_leaves_the_process_as_it_was(tmp
     assert dict(os.environ) == environ
     # Numba rereads the environment at each compilation and refuses a changed thread count.
     assert numba.njit(lambda v: v + 1)(1) == 2
+
+
+def test_final_metrics_figure_holds_its_error_bars_and_marks_diverged_runs(tmp_path,
+                                                                          monkeypatch):
+    """The full run's digits_mlp panel (bf16's bar ± 0.384 ran off the axis), a language
+    model panel with every no_master run diverged, and a panel with a run 100 times the
+    others that did not diverge (a log axis)."""
+    from fpsim.experiments import final_metrics as study
+    from fpsim.reproduce.figures import pyplot
+
+    def row(t, p, mean, spread, diverged=0, seeds=3):
+        return dict(task=t, policy=p, seeds=seeds, diverged=diverged, mean=mean,
+                    spread=spread, min=mean, max=mean)
+
+    rows = [row("digits_mlp", p, m, s) for p, m, s in (
+        ("fp32", 97.118, 0.222), ("no_master", 97.191, 0.339), ("bf16", 97.118, 0.384))]
+    rows += [row("char_lstm", "mixed", 3.072, 0.018),
+             row("char_lstm", "no_master", None, None, diverged=3),
+             row("char_lstm", "bf16", 3.071, 0.016)]
+    rows += [row("user", "mixed", 40.3, 0.2, seeds=2), row("user", "no_master", 145.0, None,
+                                                          diverged=1, seeds=2),
+             row("user", "bf16", 4000.0, 300.0, seeds=2)]
+    result = dict(metrics={"digits_mlp": "accuracy", "char_lstm": "bits", "user": "loss"},
+                  rows=rows)
+    figures = []
+    monkeypatch.setattr(study, "save", lambda fig, out, name: figures.append(fig) or name)
+    assert study.figures(result, tmp_path) == ["final_metrics.png"]
+    axes = {ax.get_ylabel(): ax for ax in figures[0].axes}
+    for name, ax in (("digits_mlp", axes["accuracy"]), ("char_lstm", axes["bits"]),
+                     ("user", axes["loss"])):
+        lo, hi = ax.get_ylim()
+        for r in (r for r in rows if r["task"] == name and r["mean"] is not None):
+            assert lo < r["mean"] - (r["spread"] or 0) and r["mean"] + (r["spread"] or 0) < hi
+        marks = sorted(t.get_text() for t in ax.texts)
+        assert marks == {"digits_mlp": [], "char_lstm": ["diverged 3/3"],
+                         "user": ["diverged 1/2"]}[name]
+    assert [axes[k].get_yscale() for k in ("accuracy", "bits", "loss")] == [
+        "linear", "linear", "log"]
+    pyplot().close(figures[0])

@@ -29,6 +29,7 @@ from fpsim.sweep import Task as SweepTask
 from fpsim.sweep.cache import digest
 
 BUDGETS = ("quick", "full")
+CLASSES = 10  # the ten digits
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class Task:
         b = self.budget(budget)
         return SweepTask(self.name, self.setup, b.steps, b.eval_every, metric=self.metric,
                          higher_is_better=self.higher_is_better, clip_norm=self.clip_norm,
-                         config=dict(data=self.data_digest(), **self.hyperparameters))
+                         config=dict(data=self.data_digest(), **self.hyperparameters),
+                         chance=self.chance())
 
     def config(self, budget: str) -> dict:
         """Everything that determines a run of this task at ``budget`` (a cache key)."""
@@ -75,6 +77,10 @@ class Task:
 
     def data_digest(self) -> str:
         """A digest of the task's data."""
+        raise NotImplementedError
+
+    def chance(self) -> float:
+        """The metric of uniform guessing (a run far worse than it is diverged)."""
         raise NotImplementedError
 
     def build(self, seed: int) -> tuple[Module, Optimizer]:
@@ -138,17 +144,20 @@ class DigitsTask(Task):
     def data_digest(self) -> str:
         return _digits_digest(self.images)
 
+    def chance(self) -> float:
+        return 100.0 / CLASSES
+
     def build(self, seed: int) -> tuple[Module, Optimizer]:
         nn.manual_seed(seed)
         if self.images:
             model = nn.Sequential(
                 nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
                 nn.Conv2d(8, 16, 3, stride=2), nn.ReLU(),
-                nn.Flatten(), nn.Linear(16 * 3 * 3, 10),
+                nn.Flatten(), nn.Linear(16 * 3 * 3, CLASSES),
             )
         else:
             hidden = self.hyperparameters["hidden"]
-            model = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+            model = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, CLASSES))
         h = self.hyperparameters
         return model, optim.SGD(model.parameters(), lr=h["lr"], momentum=h["momentum"])
 
@@ -197,6 +206,9 @@ class CharTask(Task):
 
     def data_digest(self) -> str:
         return _corpus_digest()
+
+    def chance(self) -> float:
+        return math.log2(self._corpus().vocab_size)
 
     def build(self, seed: int) -> tuple[Module, Optimizer]:
         nn.manual_seed(seed)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any, TypeAlias
 
-# Every run record has these keys (and may have more: diverged_at, skipped_steps, ...).
+# Every run record has these keys (and may have more: diverged_at, divergence, skipped_steps,
+# start_loss, chance, ...). A diverged run says why in ``divergence``; one that stopped
+# early has value null, one labelled diverged after its last step keeps its final metric.
 RUN_KEYS = ("task", "policy", "seed", "metric", "value", "diverged", "steps", "curve")
 CURVE_KEYS = ("step", "loss", "metric", "loss_scale", "skipped", "absorbed", "flushed")
 # A run record: JSON, as results.json holds it.
@@ -38,7 +40,8 @@ def failed(task: str, policy: str, seed: int, metric: str, error: str) -> Record
         A record with ``failed`` true and ``error``; it passes ``check_run``.
     """
     return dict(task=task, policy=policy, seed=seed, metric=metric, value=None,
-                diverged=False, diverged_at=None, steps=0, curve=[], failed=True, error=error)
+                diverged=False, diverged_at=None, divergence=None, steps=0, curve=[],
+                failed=True, error=error)
 
 
 def check_run(run: Record) -> None:
@@ -72,10 +75,16 @@ def check_run(run: Record) -> None:
         if run["value"] is not None or run["diverged"] or not isinstance(run.get("error"), str):
             raise ValueError(f"{where}: a failed run has value null, is not diverged, and "
                              "has its error")
-    elif run["diverged"] != (run["value"] is None):
-        raise ValueError(f"{where}: a diverged run has value null, any other a number")
-    if not _number_or_none(run["value"]):
-        raise ValueError(f"{where}: value must be a finite number or null")
+    elif not run["diverged"] and run["value"] is None:
+        raise ValueError(f"{where}: a run that did not diverge has a number as its value")
+    reason = run.get("divergence")
+    said = isinstance(reason, str) and bool(reason.strip())
+    if run["diverged"] != said or (reason is not None and not said):
+        raise ValueError(f"{where}: a diverged run says why in divergence (a string), "
+                         "any other has divergence null")
+    if not all(_number_or_none(run.get(k)) for k in ("value", "start_loss", "chance")):
+        raise ValueError(f"{where}: value, start_loss and chance must be finite numbers "
+                         "or null")
     if not isinstance(run["curve"], list):
         raise ValueError(f"{where}: curve must be a list of points")
     for point in run["curve"]:

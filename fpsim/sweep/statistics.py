@@ -1,5 +1,6 @@
-"""Statistics over seeds: mean ± spread of the final metric, and whether one ablation is
-worse than another beyond seed noise (the verdicts of a sweep and of the studies)."""
+"""Statistics over seeds: mean ± spread of the final metric over the runs that did not
+diverge, and whether one ablation is worse than another beyond seed noise (the verdicts
+of a sweep and of the studies)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ import numpy as np
 
 from fpsim.sweep.records import Record
 
-# A difference "clearly beyond seed noise" exceeds this many seed-to-seed spreads.
 NOISE_FACTOR = 3.0
 """A difference "clearly beyond seed noise" exceeds this many seed-to-seed spreads."""
+
+MIN_SEEDS = 3
+"""The spread rule decides only with at least this many runs that did not diverge on each
+side. The sample standard deviation of two runs has one degree of freedom: it comes out
+below a quarter of the true spread one time in five (|z| < 0.25), which would turn seed
+noise into "worse"; of three runs, one time in sixteen."""
 
 
 def summary(runs: list[Record], task: str, policy: str) -> dict[str, Any]:
@@ -29,8 +35,9 @@ def summary(runs: list[Record], task: str, policy: str) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``task``, ``policy``, ``seeds``, ``diverged`` (counted apart from the rest),
-        ``mean``, ``spread``, ``min``, ``max`` (None where there is no value).
+        ``task``, ``policy``, ``seeds`` (runs that did not fail), ``diverged`` (how
+        many of them diverged), and ``mean``, ``spread`` (sample standard deviation),
+        ``min``, ``max`` over the runs that did not diverge (None where there is none).
 
     Examples
     --------
@@ -51,17 +58,33 @@ def summary(runs: list[Record], task: str, policy: str) -> dict[str, Any]:
     )
 
 
+def _spread_verdict(a: dict[str, Any], b: dict[str, Any], worse_by: float | None,
+                    spreads: float | None) -> str:
+    """The spread rule on the runs that did not diverge: worse, better, within noise, or
+    undecided with fewer than MIN_SEEDS of them on either side."""
+    counted = min(a["seeds"] - a["diverged"], b["seeds"] - b["diverged"])
+    if counted < MIN_SEEDS or worse_by is None:
+        what = "seed" if counted == 1 else "seeds"
+        if a["diverged"] or b["diverged"]:
+            what += " that did not diverge"
+        return f"undecided: {counted} {what}, the spread rule needs {MIN_SEEDS}"
+    if spreads is not None and spreads <= NOISE_FACTOR:
+        return "within noise"
+    return "worse" if worse_by > 0 else "better"
+
+
 def compare(a: dict[str, Any], b: dict[str, Any], higher_is_better: bool) -> dict[str, Any]:
     """How much worse ``a`` is than ``b`` (two summaries), in units of seed spread.
 
-    ``worse_by``: the difference of the means of the runs that did not diverge,
-    positive when ``a`` is worse; ``spreads``: that over the larger of the two
-    spreads. ``verdict``: "worse" (beyond NOISE_FACTOR spreads), "better", "within
-    noise", "unknown" (fewer than two seeds each), or "worse (k of n diverged)" when
-    runs of ``a`` diverged, none of ``b`` did, and every run of ``a`` that finished is
-    worse than ``b``'s mean by more than NOISE_FACTOR of ``b``'s spreads (a diverged
-    run counts as infinitely worse). Otherwise diverged runs are named beside the
-    verdict on the finished ones: "within noise (1 of 3 diverged)".
+    The rule: diverged runs (``fpsim.sweep.divergence``) are counted apart and never
+    enter a mean or a spread. When runs of ``a`` diverged, the verdict is "diverged in k
+    of n", followed by the spread rule's verdict on the others when it can decide
+    ("diverged in 1 of 4; the other 3: within noise"). Otherwise it is the spread rule's:
+    "worse" or "better" when the means of the runs that did not diverge differ by more
+    than NOISE_FACTOR times the larger of the two spreads (sample standard deviations),
+    "within noise" when not, and "undecided: 2 seeds, the spread rule needs 3" when
+    either side has fewer than MIN_SEEDS runs that did not diverge. Diverged runs of the
+    reference are named after the verdict: "(reference: diverged in 1 of 3)".
 
     Parameters
     ----------
@@ -73,7 +96,9 @@ def compare(a: dict[str, Any], b: dict[str, Any], higher_is_better: bool) -> dic
     Returns
     -------
     dict
-        ``worse_by``, ``spreads`` (None where unknown) and ``verdict``.
+        ``worse_by`` (the difference of the means of the runs that did not diverge,
+        positive when ``a`` is worse), ``spreads`` (that over the larger spread; both
+        None where unknown) and ``verdict``.
 
     Examples
     --------
@@ -82,41 +107,61 @@ def compare(a: dict[str, Any], b: dict[str, Any], higher_is_better: bool) -> dic
     'worse'
     >>> compare(dict(base, mean=90.5), base, higher_is_better=True)["verdict"]
     'within noise'
+    >>> compare(dict(base, seeds=2, diverged=1, spread=None), base, True)["verdict"]
+    'diverged in 1 of 2'
+    >>> compare(dict(base, seeds=2), dict(base, seeds=2), True)["verdict"]
+    'undecided: 2 seeds, the spread rule needs 3'
     """
     worse_by = spreads = None
     if a["mean"] is not None and b["mean"] is not None:
         worse_by = (b["mean"] - a["mean"]) if higher_is_better else (a["mean"] - b["mean"])
-    if a["diverged"] and not b["diverged"] and b["mean"] is not None:
-        margin = NOISE_FACTOR * (b["spread"] or 0.0)
-        finished = [v for v in (a["min"], a["max"]) if v is not None]
-        if all((b["mean"] - v if higher_is_better else v - b["mean"]) > margin
-               for v in finished):
-            return dict(worse_by=worse_by, spreads=None,
-                        verdict=f"worse ({a['diverged']} of {a['seeds']} diverged)")
-    diverged = "; ".join(f"{who}{x['diverged']} of {x['seeds']} diverged"
-                         for x, who in ((a, ""), (b, "reference: ")) if x["diverged"])
-    note = f" ({diverged})" if diverged else ""
-    if worse_by is None or a["spread"] is None or b["spread"] is None:
-        return dict(worse_by=worse_by, spreads=None, verdict="unknown" + note)
-    spread = max(a["spread"], b["spread"])
-    spreads = abs(worse_by) / spread if spread > 0 else (0.0 if worse_by == 0 else math.inf)
-    if spreads > NOISE_FACTOR:
-        verdict = "worse" if worse_by > 0 else "better"
-    else:
-        verdict = "within noise"
-    return dict(worse_by=worse_by, spreads=None if math.isinf(spreads) else spreads,
-                verdict=verdict + note)
+    if worse_by is not None and a["spread"] is not None and b["spread"] is not None:
+        spread = max(a["spread"], b["spread"])
+        spreads = (abs(worse_by) / spread if spread > 0
+                   else (0.0 if worse_by == 0 else math.inf))
+    verdict = _spread_verdict(a, b, worse_by, spreads)
+    if a["diverged"]:
+        rest = a["seeds"] - a["diverged"]
+        judged = "" if verdict.startswith("undecided") else f"; the other {rest}: {verdict}"
+        verdict = f"diverged in {a['diverged']} of {a['seeds']}{judged}"
+    if b["diverged"]:
+        verdict += f" (reference: diverged in {b['diverged']} of {b['seeds']})"
+    return dict(worse_by=worse_by,
+                spreads=None if spreads is None or math.isinf(spreads) else spreads,
+                verdict=verdict)
 
 
 def summary_text(row: dict[str, Any]) -> str:
-    """A summary (see ``summary``) as a table cell: mean ± spread, and diverged runs."""
+    """A summary (see ``summary``) as a table cell: mean ± spread of the runs that did not
+    diverge, and how many did.
+
+    Parameters
+    ----------
+    row : dict
+        A summary.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> summary_text(dict(seeds=3, diverged=0, mean=97.1, spread=0.2))
+    '97.100 ± 0.200'
+    >>> summary_text(dict(seeds=3, diverged=1, mean=40.3, spread=0.1))
+    '1 of 3 diverged; the other 2: 40.300 ± 0.100'
+    >>> summary_text(dict(seeds=2, diverged=2, mean=None, spread=None))
+    '2 of 2 diverged'
+    """
     if row["mean"] is None:
-        return "diverged" if row["diverged"] else "n/a"
+        return f"{row['diverged']} of {row['seeds']} diverged" if row["diverged"] else "n/a"
     text = f"{row['mean']:.3f}"
     if row["spread"] is not None:
         text += f" ± {row['spread']:.3f}"
     if row["diverged"]:
-        text += f" ({row['diverged']} of {row['seeds']} diverged; the rest)"
+        rest = row["seeds"] - row["diverged"]
+        other = "the other" if rest == 1 else f"the other {rest}"
+        text = f"{row['diverged']} of {row['seeds']} diverged; {other}: {text}"
     return text
 
 

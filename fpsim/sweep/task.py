@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 # Keys of a run's cache key that a task's own configuration may not take.
 RESERVED = frozenset({"task", "steps", "eval_every", "clip_norm", "task_code", "code", "seed",
-                      "policy", "precision", "loss_scale", "version", "numpy"})
+                      "policy", "precision", "loss_scale", "version", "numpy", "chance",
+                      "higher_is_better"})
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ class Task:
         Whether a larger metric is better (accuracy) or worse (a loss).
     clip_norm : float or None
         Clip gradients to this global norm.
+    chance : float or None
+        The metric of uniform guessing (a positive number: 100 / classes for accuracy in
+        percent, log2(vocabulary) for bits per character). A run whose final metric is
+        worse than chance by more than ``fpsim.sweep.divergence.CHANCE_FACTOR`` is
+        labelled diverged; None: that rule does not apply.
     config : mapping
         Everything else that determines a run and is not in the source of ``build``'s
         module (hyperparameters read from elsewhere, a digest of the data): JSON values.
@@ -98,6 +104,7 @@ class Task:
     higher_is_better: bool = True
     clip_norm: float | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
+    chance: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -113,6 +120,8 @@ class Task:
         boolean(self.higher_is_better, f"{where}: higher_is_better")
         if self.clip_norm is not None:
             real(self.clip_norm, f"{where}: clip_norm", 0, low_open=True)
+        if self.chance is not None:
+            real(self.chance, f"{where}: chance", 0, low_open=True)
         if not isinstance(self.config, Mapping):
             raise ValueError(f"{where}: config must be a mapping, got {self.config!r}")
         reserved = sorted(RESERVED & set(self.config))
@@ -131,8 +140,9 @@ class Task:
         Returns
         -------
         dict
-            The name, length, clipping, ``config`` and ``task_code``: a digest of the
-            source of the module that defines ``build``.
+            The name, length, clipping, chance level and the metric's direction (they
+            label a run diverged), ``config`` and ``task_code``: a digest of the source
+            of the module that defines ``build``.
 
         Raises
         ------
@@ -141,7 +151,9 @@ class Task:
             prompt): define it in a file.
         """
         return dict(task=self.name, steps=self.steps, eval_every=self.eval_every,
-                    clip_norm=self.clip_norm, task_code=source_digest(self.build, self.name),
+                    clip_norm=self.clip_norm, chance=self.chance,
+                    higher_is_better=self.higher_is_better,
+                    task_code=source_digest(self.build, self.name),
                     **self.config)
 
 

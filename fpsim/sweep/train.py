@@ -1,5 +1,6 @@
 """One training run: a task under an ablation from a seed, with its curve and what
-happened to the numbers; a run whose values blow up is recorded as diverged."""
+happened to the numbers; a run whose values blow up is recorded as diverged (stopped
+early, or labelled so after its last step by ``fpsim.sweep.divergence``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from fpsim.precision.policy import parse
 from fpsim.sweep.ablation import Ablation
+from fpsim.sweep.divergence import divergence
 from fpsim.sweep.records import Record
 from fpsim.sweep.task import Setup, Task
 from fpsim.training import StepReport, Trainer
@@ -55,8 +57,12 @@ def train(task: Task, ablation: Ablation, seed: int, *,
     -------
     dict
         The run record (see ``fpsim.sweep.records.RUN_KEYS``), with
-        ``loss_scale_changes`` ([step, new scale] pairs), ``skipped_at`` (steps) and
-        ``seconds``. A run whose values blow up is recorded as diverged.
+        ``loss_scale_changes`` ([step, new scale] pairs), ``skipped_at`` (steps),
+        ``seconds``, ``start_loss`` (step 1's loss, None if not finite) and ``chance``
+        (the task's). A run whose values blow up is recorded as diverged: ``diverged``
+        true, ``diverged_at`` the step, ``divergence`` why. One that stopped early has
+        ``value`` None; one labelled after its last step (``fpsim.sweep.divergence``)
+        keeps its final metric as ``value``.
 
     Examples
     --------
@@ -84,6 +90,8 @@ def train(task: Task, ablation: Ablation, seed: int, *,
     window: list[StepReport] = []
     nonfinite = 0
     diverged_at = None
+    reason = None
+    start_loss = None
     start = time.perf_counter()
     step = 0
     with np.errstate(all="ignore"):
@@ -97,15 +105,20 @@ def train(task: Task, ablation: Ablation, seed: int, *,
                 skipped_at.append(step)
             if on_step is not None:
                 on_step(step, trainer, report, batch)
+            if step == 1:
+                start_loss = _finite_or_none(report.loss)
             nonfinite = 0 if math.isfinite(report.loss) else nonfinite + 1
             weights_finite = all(np.all(np.isfinite(p.data)) for p in model.parameters())
-            if nonfinite >= NONFINITE_PATIENCE or not weights_finite:
+            if not weights_finite:
+                diverged_at, reason = step, "the weights are not finite"
+            elif nonfinite >= NONFINITE_PATIENCE:
                 diverged_at = step
+                reason = f"the loss was not finite for {NONFINITE_PATIENCE} steps in a row"
             last = step == task.steps or diverged_at is not None
             if step % task.eval_every == 0 or last:
                 metric = None if diverged_at else _finite_or_none(setup.evaluate(model, policy))
                 if last and metric is None and diverged_at is None:
-                    diverged_at = step
+                    diverged_at, reason = step, "the final metric is not finite"
                 curve.append(_point(step, window, metric))
                 window = []
             if progress is not None:
@@ -113,11 +126,17 @@ def train(task: Task, ablation: Ablation, seed: int, *,
             if diverged_at is not None:
                 break
     value = curve[-1]["metric"] if curve and diverged_at is None else None
+    if diverged_at is None and curve:
+        reason = divergence(curve[-1]["loss"], start_loss, value, task.chance,
+                            task.higher_is_better)
+        diverged_at = step if reason is not None else None
     return dict(
         task=task.name, policy=ablation.name, seed=seed, metric=task.metric, value=value,
-        diverged=diverged_at is not None, diverged_at=diverged_at, steps=step,
-        skipped_steps=trainer.skipped, seconds=round(time.perf_counter() - start, 2),
-        curve=curve, loss_scale_changes=scales, skipped_at=skipped_at,
+        diverged=diverged_at is not None, diverged_at=diverged_at, divergence=reason,
+        steps=step, skipped_steps=trainer.skipped,
+        seconds=round(time.perf_counter() - start, 2), curve=curve,
+        loss_scale_changes=scales, skipped_at=skipped_at, start_loss=start_loss,
+        chance=task.chance,
     )
 
 
