@@ -2,11 +2,50 @@
 
 Its ``ndarray`` has ``__cuda_array_interface__``, so fpsim treats it as a GPU array
 (computes into arrays of this module and hands them to the kernels as they are),
-and the simulator, which takes NumPy arrays, runs the kernels on it. Only what fpsim
-calls on CuPy is here; anything else fails loudly.
+and the simulator, which takes NumPy arrays, runs the kernels on it.
+
+Strict as CuPy is about the host: ``__array__`` refuses implicit conversion, and a
+ufunc or NumPy function given a stand-in array and a host array of more than zero
+dimensions raises TypeError (CuPy's "Unsupported type"). Any other NumPy function is
+forwarded (``fake_cupy.exp``, ``fake_cupy.stack``, ...): it takes stand-in arrays and
+returns them, and each forwarded call's name is recorded in ``calls`` (a test can see
+that no reduction of CuPy's own ran).
 """
 
 import numpy as np
+
+calls: list[str] = []
+"""The names of the NumPy functions forwarded so far (``__getattr__``) and of the ufunc
+methods other than calls (``add.reduce`` ...), in order."""
+
+# What CuPy takes beside its arrays: scalars, and 0-d host arrays.
+_SCALARS = (int, float, complex, bool, np.generic)
+
+
+def _refuse_host(values):
+    """TypeError for a host array of more than zero dimensions among ``values``."""
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            _refuse_host(v)
+        elif isinstance(v, np.ndarray) and not isinstance(v, ndarray) and v.ndim > 0:
+            raise TypeError(f"Unsupported type {type(v)} (fake_cupy: a host array "
+                            "mixed with device arrays)")
+
+
+def _unwrap(v):
+    if isinstance(v, (list, tuple)):
+        return type(v)(_unwrap(x) for x in v)
+    return _host(v)
+
+
+def _wrap(v):
+    if isinstance(v, tuple):
+        return tuple(_wrap(x) for x in v)
+    if isinstance(v, list):
+        return [_wrap(x) for x in v]
+    if isinstance(v, (np.ndarray, *_SCALARS)) and not isinstance(v, ndarray):
+        return _device(v)  # CuPy returns 0-d arrays where NumPy returns scalars
+    return v
 
 
 class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
@@ -21,6 +60,21 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
 
     def item(self):
         return self.view(np.ndarray).item()
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _refuse_host(inputs)
+        _refuse_host(kwargs.get("out", ()))
+        if method != "__call__":
+            calls.append(f"{ufunc.__name__}.{method}")  # a reduction of CuPy's own
+        if "out" in kwargs:
+            kwargs["out"] = tuple(_host(o) for o in kwargs["out"])
+        result = getattr(ufunc, method)(*_unwrap(inputs), **kwargs)
+        return None if method == "at" else _wrap(result)
+
+    def __array_function__(self, func, types, args, kwargs):
+        _refuse_host(args)
+        _refuse_host(kwargs.values())
+        return _wrap(func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}))
 
     @property
     def flags(self):
@@ -110,3 +164,18 @@ class _Device:
 
 class cuda:  # noqa: N801 - CuPy's name
     Device = _Device
+
+
+def __getattr__(name):
+    """Any other NumPy function, on stand-in arrays (recorded in ``calls``)."""
+    func = getattr(np, name)
+    if not callable(func) or isinstance(func, type):
+        raise AttributeError(f"fake_cupy has no {name!r}")
+
+    def forwarded(*args, **kwargs):
+        calls.append(name)
+        _refuse_host(args)
+        return _wrap(func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}))
+
+    forwarded.__name__ = name
+    return forwarded

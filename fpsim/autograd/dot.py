@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpsim.accumulation.conv import check, correlate
-from fpsim.autograd.cast import compute, op_policy
+from fpsim.autograd.cast import compute, op_policy, same_device
 from fpsim.autograd.shape import transpose
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 
 def _swap(v: np.ndarray) -> np.ndarray:
-    return np.swapaxes(v, -1, -2)
+    swapped: np.ndarray = v.swapaxes(-1, -2)
+    return swapped
 
 
 def matmul(a: TensorLike, b: TensorLike) -> Tensor:
@@ -58,7 +59,7 @@ def matmul(a: TensorLike, b: TensorLike) -> Tensor:
     Tensor(array([[0.5]]), format=fp16)
     """
     p = op_policy("matmul")
-    a, b = compute(a, p), compute(b, p)
+    a, b = same_device("matmul", compute(a, p), compute(b, p))
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul needs (..., M, K) @ (..., K, N), got {a.shape} and {b.shape}")
     y = numerics.matmul(a.data, b.data, p)
@@ -170,7 +171,10 @@ def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
     from fpsim.autograd.shape import reshape
 
     p = op_policy("conv2d")
-    x, w = compute(x, p), compute(weight, p)
+    x, w = same_device("conv2d", compute(x, p), compute(weight, p))
+    if x.device != "cpu":
+        raise NotImplementedError("conv2d is not supported on device 'cuda' yet (its "
+                                  "im2col, fpsim.accumulation.conv, takes NumPy arrays)")
     stride, padding = check(x.data, w.data, stride, padding)
     y, cols = correlate(x.data, w.data, stride, padding, partial(numerics.matmul, policy=p))
 

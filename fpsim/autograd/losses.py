@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.reductions import log_softmax_values
 from fpsim.autograd.tensor import Tensor
@@ -33,8 +34,9 @@ def _check_reduction(reduction: str) -> None:
 def _loss(terms: np.ndarray, n: int, p: Policy) -> np.ndarray:
     """The sum of ``terms`` (values of ``reduce``) divided by ``n``, in ``output``."""
     total = numerics.sum(terms, None, p, source=p.reduce)
-    return np.asarray(
+    loss: np.ndarray = _device.array_module(terms).asarray(
         numerics.round(numerics.round(total / n, p.reduce, p), p.output, p, p.reduce))
+    return loss
 
 
 def cross_entropy(logits: TensorLike, target: npt.ArrayLike,
@@ -73,22 +75,24 @@ def cross_entropy(logits: TensorLike, target: npt.ArrayLike,
     _check_reduction(reduction)
     p = op_policy("cross_entropy")
     x = compute(logits, p)
-    target = np.asarray(target)
+    _device.common("cross_entropy", x.data, target)
+    xp = _device.array_module(x.data)
+    labels: np.ndarray = xp.asarray(target)
     if x.ndim != 2:
         raise ValueError(f"cross_entropy needs logits of shape (N, C), got {x.shape}")
-    if target.shape != x.shape[:1] or target.dtype.kind not in "iu":
-        raise ValueError(f"target must be {x.shape[0]} integer classes, got {target.dtype} "
-                         f"{target.shape}")
-    if target.size and (target.min() < 0 or target.max() >= x.shape[1]):
+    if labels.shape != x.shape[:1] or labels.dtype.kind not in "iu":
+        raise ValueError(f"target must be {x.shape[0]} integer classes, got {labels.dtype} "
+                         f"{labels.shape}")
+    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= x.shape[1]):
         raise ValueError(f"target classes must lie in 0..{x.shape[1] - 1}")
     logp, prob = log_softmax_values(x.data, 1, p)
-    rows = np.arange(x.shape[0])
+    rows = xp.arange(x.shape[0])
     n = x.shape[0] if reduction == "mean" else 1
-    loss = _loss(-logp[rows, target], n, p)
+    loss = _loss(-logp[rows, labels], n, p)
 
     def backward(g: np.ndarray) -> Any:
         grad = prob.copy()
-        grad[rows, target] -= 1
+        grad[rows, labels] -= 1
         return (grad * (g / n),)
 
     return Tensor.node(loss, p.output, (x,), backward, p, "cross_entropy")
@@ -128,7 +132,9 @@ def mse_loss(prediction: TensorLike, target: TensorLike, reduction: str = "mean"
     _check_reduction(reduction)
     p = op_policy("mse_loss")
     x = compute(prediction, p)
-    t = np.asarray(target.data if isinstance(target, Tensor) else target, dtype=np.float64)
+    t = target.data if isinstance(target, Tensor) else target
+    _device.common("mse_loss", x.data, t)
+    t = _device.array_module(x.data).asarray(t, dtype=np.float64)
     if t.shape != x.shape:
         raise ValueError(f"target shape {t.shape} differs from prediction shape {x.shape}")
     d = numerics.round(x.data - t, p.reduce, p)

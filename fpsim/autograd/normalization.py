@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpsim.autograd.cast import cast, compute, op_policy
+from fpsim import _device
+from fpsim.autograd.cast import cast, compute, op_policy, same_device
 from fpsim.autograd.shape import reshape
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
@@ -51,6 +52,7 @@ def _normalize(name: str, x: TensorLike, axes: tuple[int, ...], weight: TensorLi
         if t is not None:
             t = cast(t, r, p)
             params.append(t if param_shape is None else reshape(t, param_shape))
+    x, *params = same_device(name, x, *params)
     gamma = params[0].data if weight is not None else 1.0
     beta = params[-1].data if bias is not None else 0.0
     y = numerics.round(xhat * gamma + beta, p.compute, p)
@@ -121,6 +123,8 @@ def batch_norm(x: TensorLike, running_mean: np.ndarray | None = None,
         raise ValueError(f"batch_norm needs (N, C), (N, C, L) or (N, C, H, W), got {data.shape}")
     if (running_mean is None) != (running_var is None):
         raise ValueError("batch_norm takes running_mean and running_var together, or neither")
+    if running_mean is not None:
+        _device.common("batch_norm", data, running_mean, running_var)
     channels = {np.size(v) for v in (running_mean, running_var, weight, bias) if v is not None}
     if channels and channels != {data.shape[1]}:
         raise ValueError(f"batch_norm got {data.shape[1]} channels (axis 1 of {data.shape}), "
@@ -132,7 +136,7 @@ def batch_norm(x: TensorLike, running_mean: np.ndarray | None = None,
                          f"of shape {data.shape}: batch statistics of one value are undefined")
     stats = None
     if not training and running_mean is not None and running_var is not None:
-        stats = (np.reshape(running_mean, shape), np.reshape(running_var, shape))
+        stats = (running_mean.reshape(shape), running_var.reshape(shape))
     y, mu, var = _normalize("batch_norm", x, axes, weight, bias, eps, stats, shape)
     if training and running_mean is not None and running_var is not None:
         p = op_policy("batch_norm")

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from fpsim import _device
 from fpsim._checks import real
-from fpsim.autograd.cast import compute, op_policy
+from fpsim.autograd.cast import compute, op_policy, same_device
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
 
@@ -41,7 +42,7 @@ def _unary(name: str, x: TensorLike, forward: Callable[..., Any], backward: Call
 def _binary(name: str, a: TensorLike, b: TensorLike, forward: Callable[..., Any],
             backward: Callable[..., Any]) -> Tensor:
     p = op_policy(name)
-    a, b = compute(a, p), compute(b, p)
+    a, b = same_device(name, compute(a, p), compute(b, p))
     with np.errstate(all="ignore"):
         y = numerics.round(forward(a.data, b.data), p.compute, p)
 
@@ -266,7 +267,7 @@ def tanh(x: TensorLike) -> Tensor:
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(v))
-    out: np.ndarray = np.where(v >= 0, 1 / (1 + e), e / (1 + e))
+    out: np.ndarray = _device.array_module(v).where(v >= 0, 1 / (1 + e), e / (1 + e))
     return out
 
 
@@ -392,6 +393,8 @@ def dropout(x: TensorLike, p: float = 0.5, training: bool = True,
         return x
     from fpsim.nn.init import generator
 
-    keep = (rng or generator()).random(np.shape(x.data if isinstance(x, Tensor) else x)) >= p
-    scale = keep / (1 - p)
+    data = x.data if isinstance(x, Tensor) else x
+    keep = (rng or generator()).random(np.shape(data)) >= p
+    # The mask is drawn on the host (the CPU's stream), then copied to x's device.
+    scale = _device.transfer(keep / (1 - p), _device.device_of(data))
     return _unary("dropout", x, lambda v: v * scale, lambda g, v, y: g * scale)

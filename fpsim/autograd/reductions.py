@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim._checks import boolean
 from fpsim.autograd.cast import compute, op_policy
 from fpsim.autograd.tensor import Tensor, as_tensor
@@ -31,9 +32,11 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
 
 def _expand(g: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...],
             keepdims: bool) -> np.ndarray:
+    xp = _device.array_module(g)
     if not keepdims:
-        g = np.expand_dims(g, axes)
-    return np.broadcast_to(g, shape)
+        g = xp.expand_dims(g, axes)
+    expanded: np.ndarray = xp.broadcast_to(g, shape)
+    return expanded
 
 
 def sum(x: TensorLike, axis: int | Sequence[int] | None = None,
@@ -140,7 +143,7 @@ def log_softmax_values(v: np.ndarray, axis: int, p: Policy) -> tuple[np.ndarray,
     """
     r = p.reduce
     with np.errstate(all="ignore"):
-        z = numerics.round(v - np.max(v, axis=axis, keepdims=True), r, p)
+        z = numerics.round(v - v.max(axis=axis, keepdims=True), r, p)
         e = numerics.round(np.exp(z), r, p)
         s = numerics.sum(e, axis, p, keepdims=True, source=r)
         logp = numerics.round(z - numerics.round(np.log(s), r, p), r, p)
@@ -237,8 +240,8 @@ def argmax(x: TensorLike, axis: int | None = None, keepdims: bool = False) -> np
 
     Returns
     -------
-    numpy.ndarray
-        Integer indices (``numpy.intp``).
+    numpy.ndarray or cupy.ndarray
+        Integer indices (``numpy.intp``), on ``x``'s device.
 
     Raises
     ------
@@ -257,4 +260,7 @@ def argmax(x: TensorLike, axis: int | None = None, keepdims: bool = False) -> np
     data = x.data if isinstance(x, Tensor) else as_tensor(x).data
     if (axis is not None and not isinstance(axis, (int, np.integer))) or isinstance(axis, bool):
         raise TypeError(f"argmax takes an integer axis or None, got {axis!r}")
-    return np.asarray(np.argmax(data, axis=axis, keepdims=boolean(keepdims, "keepdims")))
+    xp = _device.array_module(data)
+    indices: np.ndarray = xp.asarray(
+        xp.argmax(data, axis=axis, keepdims=boolean(keepdims, "keepdims")))
+    return indices

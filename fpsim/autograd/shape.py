@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpsim.autograd.cast import compute, op_policy
+from fpsim import _device
+from fpsim.autograd.cast import compute, op_policy, same_device
 from fpsim.autograd.tensor import Tensor, as_tensor
 from fpsim.precision import numerics
 
@@ -124,13 +125,28 @@ def getitem(x: TensorLike, index: Any) -> Tensor:
     x = as_tensor(x)
     if isinstance(index, Tensor):
         raise ValueError("index with integer arrays, not Tensors")
+    basic = _basic(index)
+    if x.device != "cpu" and not basic:
+        raise NotImplementedError(
+            "indexing a tensor on device 'cuda' with integer arrays is not supported yet: its "
+            "gradient adds repeated elements, in an order CuPy does not fix")
 
     def backward(g: np.ndarray) -> Any:
-        out = np.zeros(x.shape, dtype=g.dtype)
-        np.add.at(out, index, g)
+        out = _device.array_module(g).zeros(x.shape, dtype=g.dtype)
+        if basic and x.device != "cpu":
+            out[index] = g  # basic indexing picks each element once
+        else:
+            np.add.at(out, index, g)
         return out
 
     return _move("getitem", x, lambda v: v[index], backward, exact=False)
+
+
+def _basic(index: Any) -> bool:
+    """Whether ``index`` is NumPy basic indexing (integers, slices, None, Ellipsis)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(i, (int, np.integer, slice, type(None), type(Ellipsis)))
+               and not isinstance(i, bool) for i in parts)
 
 
 def cat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
@@ -169,9 +185,11 @@ def cat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     if any(t.format != fmt for t in xs):
         xs = [compute(t, p) for t in xs]
         fmt = p.compute
-    data = np.concatenate([t.data for t in xs], axis=axis)
-    bounds = np.cumsum([t.shape[axis] for t in xs])[:-1]
-    return Tensor.node(data, fmt, xs, lambda g: np.split(g, bounds, axis=axis), p, "cat")
+    xs = list(same_device("cat", *xs))
+    xp = _device.array_module(xs[0].data)
+    data = xp.concatenate([t.data for t in xs], axis=axis)
+    bounds = np.cumsum([t.shape[axis] for t in xs])[:-1].tolist()
+    return Tensor.node(data, fmt, xs, lambda g: xp.split(g, bounds, axis=axis), p, "cat")
 
 
 def stack(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
@@ -240,11 +258,15 @@ def embedding(ids: npt.ArrayLike, weight: TensorLike) -> Tensor:
     Tensor(array([[2.        , 3.        ],
                   [0.09997559, 1.        ]]), format=fp16)
     """
+    p = op_policy("embedding")
+    w = compute(weight, p)
+    if w.device != "cpu" or _device.device_of(ids) != "cpu":
+        raise NotImplementedError(
+            "embedding is not supported on device 'cuda' yet: its gradient adds the rows "
+            "of repeated ids, in an order CuPy does not fix")
     ids = np.asarray(ids)
     if ids.dtype.kind not in "iu":
         raise ValueError(f"embedding ids must be integers, got dtype {ids.dtype}")
-    p = op_policy("embedding")
-    w = compute(weight, p)
     if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
         raise ValueError(f"embedding ids must lie in 0..{w.shape[0] - 1}")
 

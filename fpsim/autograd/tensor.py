@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from fpsim import _device
 from fpsim._checks import boolean
 from fpsim._inputs import as_float_array
 from fpsim.formats import Format, as_format
@@ -95,10 +96,12 @@ class Tensor:
     format : Format or str, optional
         Round the data to this format (nearest even); without it, float16, float32 and
         float64 data are values of fp16, fp32 and fp64, and integers of fp64.
+    device : {"cpu", "cuda"}, optional
+        Where the values live (NumPy or CuPy arrays); by default where ``data`` is.
 
     Attributes
     ----------
-    data : numpy.ndarray
+    data : numpy.ndarray or cupy.ndarray
         The values, all of them values of ``format`` (float64 for an emulated format).
     format : Format
         The format of the values, and of the gradient.
@@ -112,7 +115,10 @@ class Tensor:
     Raises
     ------
     ValueError
-        If ``data`` is not numbers, or holds integers float64 does not hold exactly.
+        If ``data`` is not numbers, or holds integers float64 does not hold exactly, or
+        ``device`` is not a device name.
+    RuntimeError
+        For ``device="cuda"`` where no GPU is usable (the message says what is missing).
 
     Notes
     -----
@@ -139,23 +145,31 @@ class Tensor:
     __array_ufunc__ = None  # ndarray op Tensor defers to the Tensor's operator
 
     def __init__(self, data: TensorLike, requires_grad: bool = False, *,
-                 format: Format | str | None = None) -> None:
+                 format: Format | str | None = None, device: str | None = None) -> None:
         """``data`` (an array, numbers, a Tensor) as a leaf tensor.
 
         Floats keep their dtype's format unless ``format`` is given; integers and
         booleans become float64 (integers only where float64 holds them exactly). With
         ``format``, the data are rounded to it (nearest even), as ``torch.tensor(...,
         dtype=...)`` rounds: a tensor's values are always values of its format.
+        ``device``: where the values live (copied there); by default where ``data`` is.
         """
+        if device is not None:
+            device = _device.as_device(device)
         if isinstance(data, Tensor):
             data = data.data
-        arr = np.asarray(data, dtype=np.float64) if _booleans(data) else as_float_array(
-            data, "data")
+        if _booleans(data):
+            arr = _device.array_module(data).asarray(data, dtype=np.float64)
+        else:
+            arr = as_float_array(data, "data", device=True)
+        if device is not None:
+            arr = _device.transfer(arr, device)
         if format is None:
             fmt = as_format(_FORMAT_OF_DTYPE[arr.dtype])
         else:
             fmt = as_format(format)
-            arr = np.asarray(round_to(arr, fmt))
+            with _device.kernels(arr):
+                arr = _device.array_module(arr).asarray(round_to(arr, fmt))
         self._set(arr, fmt)
         self.requires_grad = boolean(requires_grad, "requires_grad")
 
@@ -278,12 +292,15 @@ class Tensor:
                     f"backward() without a gradient needs a scalar, got shape {self.shape}"
                 )
             gradient = 1.0
-        given: np.ndarray = as_float_array(gradient, "gradient")
+        given: np.ndarray = as_float_array(gradient, "gradient", device=True)
         # As PyTorch: the gradient has the tensor's shape (a number will do for one element).
         if given.shape != self.shape and not (given.ndim == 0 and self.data.size == 1):
             raise ValueError(f"the gradient has shape {given.shape}, the tensor "
                              f"{self.shape}: they must be the same")
-        seed = np.broadcast_to(np.asarray(given, dtype=np.float64), self.shape)
+        _device.common("backward", self.data, given)
+        xp = _device.array_module(self.data)
+        seed = xp.broadcast_to(_device.transfer(given.astype(np.float64), self.device),
+                               self.shape)
         self.accumulate_grad(seed, self._policy or current())
         for t in reversed(self.graph()):
             if t._backward is None or t.grad is None:
@@ -312,7 +329,7 @@ class Tensor:
         source : Format, optional
             The format ``g``'s values are known to lie in.
         """
-        total = np.asarray(g)
+        total: np.ndarray = g if hasattr(g, "shape") else np.asarray(g)  # type: ignore[assignment]
         if total.shape != self.shape:
             total, summed = reduce_broadcast(total, self.shape, policy, source)
             source = policy.reduce if summed else source
@@ -344,23 +361,67 @@ class Tensor:
         """The NumPy dtype holding the values (float64 for an emulated format)."""
         return self.data.dtype
 
+    @property
+    def device(self) -> str:
+        """Where the values live: ``"cpu"`` (a NumPy array) or ``"cuda"`` (a CuPy array).
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.tensor([1.0]).device
+        'cpu'
+        """
+        return _device.device_of(self.data)
+
+    def cpu(self) -> Tensor:
+        """``self.to("cpu")``: the values on the host (``self`` if they are there).
+
+        Returns
+        -------
+        Tensor
+        """
+        return self.to("cpu")
+
+    def cuda(self) -> Tensor:
+        """``self.to("cuda")``: the values on the GPU (``self`` if they are there).
+
+        Returns
+        -------
+        Tensor
+
+        Raises
+        ------
+        RuntimeError
+            Where no GPU is usable (the message says what is missing).
+        """
+        return self.to("cuda")
+
     def numpy(self) -> np.ndarray:
-        """The values, as a NumPy array (not a copy).
+        """The values, as a NumPy array (not a copy on the cpu; copied from the GPU).
 
         Returns
         -------
         numpy.ndarray
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.tensor([0.5, 2.0]).numpy()
+        array([0.5, 2. ])
         """
-        return self.data
+        host: np.ndarray = _device.transfer(self.data, "cpu")
+        return host
 
     def __array__(self, dtype: npt.DTypeLike | None = None,
                   copy: bool | None = None) -> np.ndarray:
         # NumPy's protocol: np.asarray(tensor) is its values (exactly: a narrower dtype is
-        # refused, not rounded; round with fpsim.round or .to(format) first).
-        if dtype is None or np.dtype(dtype) == self.data.dtype:
-            return self.data.copy() if copy else self.data
-        wide = self.data.astype(dtype)
-        if not np.array_equal(wide.astype(self.data.dtype), self.data, equal_nan=True):
+        # refused, not rounded; round with fpsim.round or .to(format) first); a GPU tensor's
+        # values are copied to the host.
+        data = self.numpy()
+        if dtype is None or np.dtype(dtype) == data.dtype:
+            return data.copy() if copy and data is self.data else data
+        wide = data.astype(dtype)
+        if not np.array_equal(wide.astype(data.dtype), data, equal_nan=True):
             raise ValueError(f"a {self.format.name} tensor's values do not all fit "
                              f"{np.dtype(dtype)}: round them first (tensor.to(format))")
         return wide
@@ -385,7 +446,7 @@ class Tensor:
         """
         if self.data.size != 1:
             raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
-        return float(self.data.reshape(-1)[0])
+        return float(self.data.reshape(-1)[0].item())  # a GPU value is copied to the host
 
     def __float__(self) -> float:
         """``float(tensor)``: the value of a one-element tensor (``item()``), as in PyTorch."""
@@ -410,11 +471,12 @@ class Tensor:
         if self.data.size != 1:
             raise ValueError(f"the truth value of a tensor of {self.data.size} elements is "
                              "ambiguous")
-        return bool(self.data.reshape(-1)[0])
+        return bool(self.data.reshape(-1)[0].item())
 
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
-        return f"Tensor({self.data!r}, format={self.format.name}{grad})"
+        device = ", device='cuda'" if self.device == "cuda" else ""
+        return f"Tensor({self.data!r}, format={self.format.name}{device}{grad})"
 
     # Operators and .to(format) delegate to the operation modules, bound in
     # fpsim/autograd/__init__.py; their signatures, for type checkers:
@@ -457,14 +519,17 @@ class Tensor:
             """``fpsim.nn.functional.log(self)``, rounded once to the compute format."""
         def argmax(self, /, axis: int | None = None, keepdims: bool = False) -> np.ndarray:
             """``fpsim.autograd.reductions.argmax(self, axis, keepdims)``: indices, no gradient."""
-        def to(self, /, fmt: Format | str) -> Tensor:
-            """``self`` rounded to ``fmt``, differentiably (``fpsim.autograd.cast.to``)."""
+        def to(self, /, target: Format | str) -> Tensor:
+            """``self`` rounded to a format, or moved to a device (``"cpu"``, ``"cuda"``),
+            differentiably (``fpsim.autograd.cast.to``)."""
 
 
 def _booleans(data: object) -> bool:
     """Whether ``data`` is booleans (masks), which a tensor takes as 0.0 and 1.0."""
     if isinstance(data, (bool, np.bool_)):
         return True
+    if _device.device_of(data) == "cuda":
+        return bool(data.dtype == np.bool_)  # type: ignore[attr-defined]
     if isinstance(data, (list, tuple, np.ndarray)):
         try:
             return np.asarray(data).dtype == np.bool_
@@ -479,7 +544,8 @@ def as_tensor(x: TensorLike) -> Tensor:
     Parameters
     ----------
     x : Tensor, array_like or number
-        A Python number becomes an fp64 constant; an array keeps its dtype's format.
+        A Python number becomes an fp64 constant; an array (NumPy's, or CuPy's on the
+        GPU) keeps its dtype's format.
 
     Returns
     -------
@@ -501,6 +567,8 @@ def as_tensor(x: TensorLike) -> Tensor:
     """
     if isinstance(x, Tensor):
         return x
+    if _device.device_of(x) == "cuda":  # a CuPy array: a constant on the GPU
+        return Tensor(x)
     if not isinstance(x, (numbers.Real, np.ndarray, np.generic, list, tuple)) or isinstance(
             x, str):
         raise TypeError(f"a Tensor operand must be a Tensor, an array or numbers, got "
@@ -511,7 +579,7 @@ def as_tensor(x: TensorLike) -> Tensor:
 
 
 def tensor(data: TensorLike, requires_grad: bool = False, *,
-           format: Format | str | None = None) -> Tensor:
+           format: Format | str | None = None, device: str | None = None) -> Tensor:
     """A leaf Tensor (float data keeps its dtype's format; integers become float64).
 
     Parameters
@@ -523,6 +591,8 @@ def tensor(data: TensorLike, requires_grad: bool = False, *,
     format : Format or str, optional
         Round the data to this format (nearest even); without it, float16, float32 and
         float64 data are values of fp16, fp32 and fp64.
+    device : {"cpu", "cuda"}, optional
+        Where the values live; by default where ``data`` is (the host for NumPy data).
 
     Returns
     -------
@@ -532,7 +602,11 @@ def tensor(data: TensorLike, requires_grad: bool = False, *,
     Raises
     ------
     ValueError
-        If ``data`` is not numbers, or integers that float64 does not hold exactly.
+        If ``data`` is not numbers, or integers that float64 does not hold exactly, or
+        ``device`` is not a device name.
+    RuntimeError
+        For ``device="cuda"`` where no GPU is usable: the message says what is missing
+        (``fpsim.backends.gpu_missing()``).
 
     Examples
     --------
@@ -543,7 +617,7 @@ def tensor(data: TensorLike, requires_grad: bool = False, *,
     >>> fpsim.tensor(np.float32([0.5, 2.0])).format.name
     'fp32'
     """
-    return Tensor(data, requires_grad, format=format)
+    return Tensor(data, requires_grad, format=format, device=device)
 
 
 def reduce_broadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy,
@@ -554,14 +628,15 @@ def reduce_broadcast(g: np.ndarray, shape: tuple[int, ...], policy: Policy,
     """
     if g.shape == shape:
         return g, False
+    xp = _device.array_module(g)
     if g.ndim < len(shape):
-        return np.broadcast_to(g, shape), False
+        return xp.broadcast_to(g, shape), False
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
     )
     if not axes:
-        return np.broadcast_to(g, shape), False
+        return xp.broadcast_to(g, shape), False
     total = numerics.sum(g, axes, policy, keepdims=True, source=source)
     return total.reshape(shape), True
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from fpsim import _device
+
 
 def _positive_int(name: str, value: Any) -> int:
     """``value`` as an int, or a ValueError naming ``name`` unless it is a positive integer."""
@@ -50,15 +52,30 @@ def batches(
     batch_size: int,
     seed: int | None = None,
     drop_last: bool = False,
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    device: str | None = None,
+) -> Iterator[tuple[Any, Any]]:
     """One epoch of ``(x_batch, y_batch)`` minibatches over arrays sharing their first dimension.
 
     With ``seed`` the samples come in a deterministic shuffled order, without it in order.
     Every sample appears exactly once per epoch, except the short last batch when
-    ``drop_last`` is true.  Arguments are checked at the call, not at the first batch.
+    ``drop_last`` is true.  With ``device`` (``"cpu"`` or ``"cuda"``) each batch is copied
+    there (CuPy arrays on ``"cuda"``); by default the batches are NumPy arrays.  Arguments
+    are checked at the call, not at the first batch; ``device="cuda"`` where no GPU is
+    usable raises a RuntimeError saying what is missing.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.data import batches
+    >>> [yb.tolist() for _, yb in batches(np.zeros((5, 2)), np.arange(5), batch_size=2)]
+    [[0, 1], [2, 3], [4]]
     """
     batch_size = _positive_int("batch_size", batch_size)
     seed = _seed(seed)
+    if device is not None:
+        device = _device.as_device(device)
+        if device == "cuda":
+            _device.gpu_module()  # the error now, not at the first batch
     x = np.asarray(x)
     y = np.asarray(y)
     if x.ndim == 0 or y.ndim == 0:
@@ -74,15 +91,15 @@ def batches(
                          f"would give no batch")
     order = np.arange(n) if seed is None else np.random.default_rng(seed).permutation(n)
     stop = n - n % batch_size if drop_last else n
-    return _slices(x, y, order, batch_size, stop)
+    return _slices(x, y, order, batch_size, stop, device or "cpu")
 
 
 def _slices(
-    x: np.ndarray, y: np.ndarray, order: np.ndarray, batch_size: int, stop: int
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    x: np.ndarray, y: np.ndarray, order: np.ndarray, batch_size: int, stop: int, device: str
+) -> Iterator[tuple[Any, Any]]:
     for start in range(0, stop, batch_size):
         index = order[start:start + batch_size]
-        yield x[index], y[index]
+        yield _device.transfer(x[index], device), _device.transfer(y[index], device)
 
 
 def char_batches(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from fpsim import _device
 from fpsim._checks import integer
 from fpsim.autograd import dot, pointwise, shape
 from fpsim.autograd.tensor import as_tensor
@@ -88,7 +87,7 @@ class LSTM(Module):
         steps, batch = x.shape[:2]
         hidden = self.hidden_size
         if state is None:
-            zeros = np.zeros((self.num_layers, batch, hidden))
+            zeros = _device.array_module(x.data).zeros((self.num_layers, batch, hidden))
             state = (zeros, zeros)
         h0, c0 = (as_tensor(s) for s in state)
         finals_h, finals_c = [], []

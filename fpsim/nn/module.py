@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim._inputs import as_float_array
 from fpsim.autograd.tensor import Tensor
 from fpsim.precision import numerics
@@ -175,18 +176,26 @@ class Module:
 
     def to(self, policy: Policy | str) -> Module:
         """Round parameters to ``policy.params`` and buffers to ``policy.reduce``, in place,
-        and run under ``policy`` from now on when no other policy is active.
+        and run under ``policy`` from now on when no other policy is active; or, given a
+        device name, move them there (as ``torch.nn.Module.to`` takes a dtype or a device).
 
         Parameters
         ----------
         policy : Policy or str
-            The policy (or a policy string, such as ``"fp16"``).
+            The policy (or a policy string, such as ``"fp16"``), or a device: ``"cpu"`` or
+            ``"cuda"`` (parameters, their gradients and buffers are copied there, their
+            values and formats unchanged).
 
         Returns
         -------
         Module
-            This module; the parameters' gradients are cleared, and this module and every
-            sub-module remember ``policy`` (``module.policy``).
+            This module; after a policy, the parameters' gradients are cleared, and this
+            module and every sub-module remember ``policy`` (``module.policy``).
+
+        Raises
+        ------
+        RuntimeError
+            For ``"cuda"`` where no GPU is usable (the message says what is missing).
 
         Examples
         --------
@@ -198,6 +207,8 @@ class Module:
         ...     model([[0.1, 0.2]]).format.name  # evaluated in mixed's fp16 compute
         'fp16'
         """
+        if isinstance(policy, str) and policy in _device.DEVICES:
+            return self._move(policy)
         policy = as_policy(policy)
         for p in self.parameters():
             p.data = numerics.round(p.data, policy.params, policy)
@@ -209,12 +220,24 @@ class Module:
             m.policy = policy
         return self
 
+    def _move(self, device: str) -> Module:
+        """Parameters, gradients and buffers copied to ``device``, in place."""
+        for p in self.parameters():
+            p.data = _device.transfer(p.data, device)
+            if p.grad is not None:
+                p.grad = _device.transfer(p.grad, device)
+        for m in self.modules():
+            for name in getattr(m, "_buffer_names", ()):
+                setattr(m, name, _device.transfer(getattr(m, name), device))
+        return self
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """Copies of the parameters' values, by ``named_parameters`` name.
 
         Returns
         -------
-        dict of str to numpy.ndarray
+        dict of str to numpy.ndarray or cupy.ndarray
+            On the parameters' device.
         """
         return {name: p.data.copy() for name, p in self.named_parameters()}
 
@@ -224,7 +247,8 @@ class Module:
         Parameters
         ----------
         state : dict of str to array_like
-            One array per parameter name, of the parameter's shape.
+            One array per parameter name, of the parameter's shape (from any device: the
+            values are copied to the parameter's).
 
         Raises
         ------
@@ -238,4 +262,7 @@ class Module:
         for name, p in params.items():
             if np.shape(state[name]) != p.shape:
                 raise ValueError(f"{name}: shape {np.shape(state[name])} differs from {p.shape}")
-            p.data = numerics.round(state[name], p.format, current()).copy()
+            value = state[name]
+            value = value if _device.device_of(value) == "cuda" else np.asarray(value)
+            value = numerics.round(_device.transfer(value, p.device), p.format, current())
+            p.data = value.copy()

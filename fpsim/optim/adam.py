@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim._checks import real
 from fpsim.optim.optimizer import Optimizer
 
@@ -76,7 +77,8 @@ class Adam(Optimizer):
         m = self.store(p, b1 * state.get("exp_avg", 0.0) + (1 - b1) * grad, policy)
         v = self.store(p, b2 * state.get("exp_avg_sq", 0.0) + (1 - b2) * grad * grad, policy)
         state["exp_avg"], state["exp_avg_sq"] = m, v
-        m_hat = np.asarray(m, np.float64) / (1 - b1**t)
-        v_hat = np.asarray(v, np.float64) / (1 - b2**t)
-        step: np.ndarray = self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+        xp = _device.array_module(m)
+        m_hat = xp.asarray(m, np.float64) / (1 - b1**t)
+        v_hat = xp.asarray(v, np.float64) / (1 - b2**t)
+        step: np.ndarray = self.lr * m_hat / (xp.sqrt(v_hat) + self.eps)
         return step

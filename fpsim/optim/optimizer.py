@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim.formats import Format, as_format
 from fpsim.nn.module import Parameter
 from fpsim.precision import numerics
@@ -112,7 +113,8 @@ class Optimizer:
     def step(self) -> None:
         """Update every parameter with a gradient; counts absorbed updates.
 
-        Parameters without a gradient (``grad`` None) are left alone.
+        Parameters without a gradient (``grad`` None) are left alone. The state follows
+        its parameter: state left on another device (the model moved) is copied over.
         """
         policy = self._policy()
         self.absorbed = self.updated = 0
@@ -120,8 +122,12 @@ class Optimizer:
             if p.grad is None:
                 continue
             state = self.state.setdefault(id(p), {})
+            for key, value in state.items():
+                if hasattr(value, "shape") and _device.device_of(value) != p.device:
+                    state[key] = _device.transfer(value, p.device)
+            xp = _device.array_module(p.data)
             with np.errstate(all="ignore"):
-                delta = self.update(p, np.asarray(p.grad, dtype=np.float64), state, policy)
+                delta = self.update(p, xp.asarray(p.grad, dtype=np.float64), state, policy)
             self._apply(p, delta, policy)
 
     def update(self, p: Parameter, grad: np.ndarray, state: dict[str, Any],
@@ -155,9 +161,11 @@ class Optimizer:
         u = numerics.round(delta, p.format, policy)
         new, absorbed = numerics.subtract(p.data, u, p.format, policy)
         nonzero = delta != 0
-        self.absorbed += int(np.count_nonzero(nonzero & ((u == 0) | absorbed)))
-        self.updated += int(np.count_nonzero(nonzero))
-        p.data = np.asarray(new, dtype=p.data.dtype)
+        xp = _device.array_module(p.data)
+        # Counts read on the host (on a GPU, each a copy from the device).
+        self.absorbed += int(xp.count_nonzero(nonzero & ((u == 0) | absorbed)))
+        self.updated += int(xp.count_nonzero(nonzero))
+        p.data = xp.asarray(new, dtype=p.data.dtype)
 
     @property
     def absorbed_fraction(self) -> float:

@@ -1,7 +1,9 @@
 """The arithmetic a policy stands for: rounding, dot products and sums, emulated or native.
 
 Emulated values live in float64 arrays holding values of their format; native
-values live in the format's own NumPy dtype and use NumPy's arithmetic.
+values live in the format's own NumPy dtype and use NumPy's arithmetic. The arrays
+are NumPy's or CuPy's (``fpsim._device``): on a GPU, emulated roundings, products and
+sums run on the ``cupy`` backend's kernels, native ones are CuPy's own arithmetic.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim._device import array_module, kernels
 from fpsim._elementwise import run
 from fpsim.accumulation import matmul as emulated_matmul
 from fpsim.accumulation import sum as emulated_sum
@@ -72,16 +75,19 @@ def round(x: npt.ArrayLike, fmt: Format, policy: Policy,
     ``source``: a format ``x``'s values are known to lie in (nothing to round
     when ``fmt`` covers it).
     """
+    xp = array_module(x)
     if policy.native:
-        return np.asarray(x).astype(fmt.dtype, copy=False)
-    x = np.asarray(x, dtype=np.float64)
+        stored: np.ndarray = xp.asarray(x).astype(fmt.dtype, copy=False)
+        return stored
+    wide: np.ndarray = xp.asarray(x, dtype=np.float64)
     if is_exact(fmt) or (source is not None and covers(fmt, source)):
-        return x
-    # fpsim.round without its input checks: x is a float64 array already.
+        return wide
+    # fpsim.round without its input checks: wide is a float64 array already.
     spec = make_spec(fmt, policy.rounding, policy.subnormals, False, None)
-    out = np.empty(x.shape)
-    run("round_value", [np.ascontiguousarray(x).reshape(-1)], out, None, spec,
-        _seed(policy, policy.rounding), hot=True)
+    out: np.ndarray = xp.empty(wide.shape)
+    with kernels(wide):
+        run("round_value", [xp.ascontiguousarray(wide).reshape(-1)], out, None, spec,
+            _seed(policy, policy.rounding), hot=True)
     return out
 
 
@@ -95,32 +101,46 @@ def subtract(a: np.ndarray, b: np.ndarray, fmt: Format,
         with np.errstate(all="ignore"):
             result = round(a - b, fmt, policy)
         return result, (b != 0) & (result == a)
-    result, flags = emulated_sub(
-        np.asarray(a, np.float64), np.asarray(b, np.float64), fmt, policy.rounding,
-        subnormals=policy.subnormals, seed=_seed(policy, policy.rounding), flags=True,
-    )
-    return result, (np.asarray(flags) & ABSORBED) != 0
+    xp = array_module(a)
+    with kernels(a):
+        result, flags = emulated_sub(
+            xp.asarray(a, np.float64), xp.asarray(b, np.float64), fmt, policy.rounding,
+            subnormals=policy.subnormals, seed=_seed(policy, policy.rounding), flags=True,
+        )
+    return result, (xp.asarray(flags) & ABSORBED) != 0
 
 
 def matmul(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
     """``a @ b`` as a dot-product operation: accumulated in ``accum``, stored in ``compute``."""
+    xp = array_module(a)
     if policy.native:
         work = policy.accum.dtype
-        product: np.ndarray = np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
+        product: np.ndarray = xp.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
         return product
     if is_exact(policy.accum):
+        on_host(a, f"an emulated product with the {policy.accum.name} accumulator")
         return round(np.matmul(a, b), policy.compute, policy)
     options: dict[str, Any] = dict(
         accum=policy.accum, rounding=policy.accum_rounding, order=policy.order,
         subnormals=policy.subnormals, seed=_seed(policy, policy.accum_rounding))
-    if policy.compute.dtype.itemsize <= 4:
-        # Compute-format values are float32 values: their products are exact, as
-        # fpsim.matmul requires; skip its check.
-        result = accumulate(a, b, products="exact", out=None, c=None, saturate=False,
-                            random_bits=None, stats=False, **options)
-    else:
-        result = emulated_matmul(a, b, **options)
+    with kernels(a):
+        if policy.compute.dtype.itemsize <= 4:
+            # Compute-format values are float32 values: their products are exact, as
+            # fpsim.matmul requires; skip its check.
+            result = accumulate(a, b, products="exact", out=None, c=None, saturate=False,
+                                random_bits=None, stats=False, **options)
+        else:
+            result = emulated_matmul(a, b, **options)
     return round(result, policy.compute, policy)
+
+
+def on_host(x: Any, what: str) -> None:
+    """Refuse a GPU array for ``what``, which the GPU cannot yet do as the CPU does."""
+    if array_module(x) is not np:
+        raise NotImplementedError(
+            f"{what} is not supported on device 'cuda' yet: its sum would be CuPy's, in an "
+            "order the CPU does not share; use a policy with a narrower accumulator, or "
+            "the cpu device")
 
 
 def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
@@ -143,23 +163,26 @@ def sum(x: np.ndarray, axis: int | Sequence[int] | None, policy: Policy, keepdim
     """The sum of ``x`` over ``axis`` (int, tuple or None), accumulated in ``reduce``
     (``x`` first rounded there unless ``source``, its values' format, fits)."""
     fmt = policy.reduce
+    xp = array_module(x)
     if policy.native:
-        native: np.ndarray = np.sum(x.astype(fmt.dtype, copy=False), axis=axis, keepdims=keepdims)
+        native: np.ndarray = xp.sum(x.astype(fmt.dtype, copy=False), axis=axis, keepdims=keepdims)
         return native
     x = round(x, fmt, policy, source)
     if is_exact(fmt):
+        on_host(x, f"an emulated sum in {fmt.name}")
         exact: np.ndarray = np.sum(x, axis=axis, keepdims=keepdims)
         return exact
     axes = normalize_axes(axis, x.ndim)
     rest = tuple(i for i in range(x.ndim) if i not in axes)
-    moved = np.transpose(x, rest + axes)
+    moved = x.transpose(rest + axes)
     flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
-    total = emulated_sum(
-        flat, axis=-1 if flat.ndim > 1 else None, accum=fmt, rounding=policy.accum_rounding,
-        order=policy.order, subnormals=policy.subnormals,
-        seed=_seed(policy, policy.accum_rounding),
-    )
-    total = np.asarray(total, dtype=np.float64)
+    with kernels(x):
+        summed = emulated_sum(
+            flat, axis=-1 if flat.ndim > 1 else None, accum=fmt,
+            rounding=policy.accum_rounding, order=policy.order, subnormals=policy.subnormals,
+            seed=_seed(policy, policy.accum_rounding),
+        )
+    total: np.ndarray = xp.asarray(summed, dtype=np.float64)
     if keepdims:
         total = total.reshape(tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
     return total

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fpsim import _device
 from fpsim.autograd.tensor import Tensor, grad_observers
 from fpsim.formats import Format, as_format
 from fpsim.nn.module import Parameter
@@ -62,11 +63,12 @@ class GradientCounts:
         fmt = as_format(fmt)
         total = zero = subnormal = overflow = 0
         for v in values:
-            a = np.abs(np.asarray(v, dtype=np.float64))
+            xp = _device.array_module(v)
+            a = xp.abs(xp.asarray(v, dtype=np.float64))
             total += a.size
-            zero += int(np.count_nonzero(a == 0))
-            subnormal += int(np.count_nonzero((a > 0) & (a < fmt.smallest_normal)))
-            overflow += int(np.count_nonzero(~np.isfinite(a)))
+            zero += int(xp.count_nonzero(a == 0))
+            subnormal += int(xp.count_nonzero((a > 0) & (a < fmt.smallest_normal)))
+            overflow += int(xp.count_nonzero(~xp.isfinite(a)))
         return cls(total, zero, subnormal, overflow)
 
     def fraction(self, name: str) -> float:
@@ -122,9 +124,10 @@ class FlushCounter:
 
     def __call__(self, unrounded: np.ndarray, rounded: np.ndarray, fmt: Format) -> None:
         if fmt == self.fmt:
-            nonzero = np.asarray(unrounded) != 0
-            self.nonzero += int(np.count_nonzero(nonzero))
-            self.flushed += int(np.count_nonzero(nonzero & (np.asarray(rounded) == 0)))
+            xp = _device.array_module(rounded)
+            nonzero = xp.asarray(unrounded) != 0
+            self.nonzero += int(xp.count_nonzero(nonzero))
+            self.flushed += int(xp.count_nonzero(nonzero & (xp.asarray(rounded) == 0)))
 
     @property
     def fraction(self) -> float:
@@ -256,8 +259,10 @@ def flushed_fraction(values: Iterable[np.ndarray], fmt: Format | str = "fp16",
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     lost = nonzero = 0
     for v in values:
-        a = np.asarray(v, dtype=np.float64).reshape(-1)
-        a = a[np.isfinite(a) & (a != 0)] * scale
+        xp = _device.array_module(v)
+        a = xp.asarray(v, dtype=np.float64).reshape(-1)
+        a = a[xp.isfinite(a) & (a != 0)] * scale
         nonzero += a.size
-        lost += int(np.count_nonzero(round_to(a, fmt) == 0))
+        with _device.kernels(a):
+            lost += int(xp.count_nonzero(round_to(a, fmt) == 0))
     return lost / nonzero if nonzero else 0.0

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim.autograd.tensor import Tensor
 from fpsim.nn.module import Module
 from fpsim.optim.optimizer import Optimizer
@@ -164,7 +165,7 @@ class Trainer:
                 loss.backward(scale)
             acts, weights = gradients(loss, p.compute) if self.monitor else ([], [])
             grads = [t.grad for t in params if t.grad is not None]
-            found_inf = not all(np.all(np.isfinite(g)) for g in grads)
+            found_inf = not _all_finite(grads)
             skip = found_inf and not isinstance(self.loss_scale, NoLossScale)
             norm = float("nan")
             absorbed = 0.0
@@ -188,10 +189,22 @@ class Trainer:
 
     def _clip(self, params: list[Any], p: Policy) -> float:  # Parameters with a .grad
         """The global gradient norm (in binary64); rescale to ``clip_norm`` if above."""
-        norm = float(np.sqrt(sum(float(np.sum(np.square(t.grad, dtype=np.float64)))
-                                 for t in params)))
+        if not params:
+            return 0.0
+        xp = _device.array_module(params[0].grad)
+        # One copy to the host on a GPU, where the sums are CuPy's (binary64, its order).
+        norm = float(xp.sqrt(sum(xp.sum(xp.square(t.grad.astype(np.float64))) for t in params)))
         if self.clip_norm is not None and norm > self.clip_norm:
             factor = self.clip_norm / (norm + 1e-6)
             for t in params:
                 t.grad = numerics.round(t.grad * factor, t.format, p)
         return norm
+
+
+def _all_finite(grads: list[Any]) -> bool:
+    """Whether every gradient is finite: one answer read on the host (on a GPU, the step's
+    one synchronisation of the loss scale, as in PyTorch's GradScaler)."""
+    if not grads:
+        return True
+    xp = _device.array_module(grads[0])
+    return bool(xp.stack([xp.isfinite(g).all() for g in grads]).all())

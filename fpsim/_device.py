@@ -1,0 +1,132 @@
+"""Devices: where a tensor's values live, and the one place the engine picks its array module.
+
+``"cpu"``: NumPy arrays, computed on by the backend in force (``numba`` by default).
+``"cuda"``: CuPy arrays, whose emulated arithmetic runs on the ``cupy`` backend's kernels.
+The autograd engine, the layers, the optimizers and the training loop are written once,
+over the array module this module gives them (``array_module``), and move values only
+where asked (``transfer``): nothing here copies a device array to the host implicitly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from fpsim.backends.protocol import is_device_array
+
+DEVICES = ("cpu", "cuda")
+"""The device names: ``"cpu"`` (NumPy) and ``"cuda"`` (CuPy, on a GPU)."""
+
+
+def as_device(device: object, name: str = "device") -> str:
+    """``device`` checked: ``"cpu"`` or ``"cuda"`` (a ValueError naming ``name`` otherwise).
+
+    Examples
+    --------
+    >>> as_device("cpu")
+    'cpu'
+    """
+    if not isinstance(device, str) or device not in DEVICES:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, DEVICES))}, "
+                         f"got {device!r}")
+    return device
+
+
+def device_of(data: Any) -> str:
+    """The device an array lives on: ``"cuda"`` for a GPU array, else ``"cpu"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> device_of(np.zeros(2))
+    'cpu'
+    """
+    return "cuda" if is_device_array(data) else "cpu"
+
+
+def gpu_module() -> ModuleType:
+    """CuPy, where a GPU is usable; else a RuntimeError saying what is missing.
+
+    The message is ``fpsim.backends.gpu_missing()``'s: what to install, or that there is
+    no usable GPU.
+    """
+    from fpsim.backends import gpu_missing
+
+    missing = gpu_missing()
+    if missing is not None:
+        raise RuntimeError(f'device "cuda" cannot be used here: {missing}')
+    from fpsim._optional import MissingDependency, require
+
+    try:
+        return require("cupy", 'device "cuda"')
+    except MissingDependency as exc:
+        raise RuntimeError(f'device "cuda" cannot be used here: {exc}') from None
+
+
+def array_module(data: Any) -> ModuleType:
+    """The array module of ``data``: NumPy for host arrays, CuPy for GPU arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> array_module(np.zeros(2)) is np
+    True
+    """
+    if not is_device_array(data):
+        return np
+    module = sys.modules.get("cupy")  # a GPU array exists: CuPy is imported
+    return module if module is not None else gpu_module()
+
+
+def transfer(data: Any, device: str) -> Any:
+    """``data`` on ``device``: itself if it is there, else a copy (host to GPU or back).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.ones(2)
+    >>> transfer(x, "cpu") is x
+    True
+    """
+    if device_of(data) == device:
+        return data
+    if device == "cuda":
+        return gpu_module().asarray(data)
+    return array_module(data).asnumpy(data)
+
+
+def common(op: str, *arrays: Any) -> str:
+    """The device of ``arrays``; a ValueError naming both devices when they differ.
+
+    As PyTorch, a host scalar (0-d) may go with GPU arrays (it is copied over where used);
+    anything larger must be on the same device.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> common("add", np.ones(2), np.ones(3))
+    'cpu'
+    """
+    devices = {device_of(a) for a in arrays if is_device_array(a) or np.ndim(a) > 0}
+    if len(devices) > 1:
+        raise ValueError(f"{op}: expected all tensors on one device, found cpu and cuda: "
+                         "move them with .to(device)")
+    return devices.pop() if devices else "cpu"
+
+
+@contextlib.contextmanager
+def kernels(data: Any) -> Iterator[None]:
+    """Inside, the backend that runs the emulated arithmetic on ``data``'s device: the
+    ``cupy`` backend for a GPU array, the backend in force for a host array."""
+    if not is_device_array(data):
+        yield
+        return
+    from fpsim.backends import backend
+
+    with backend("cupy"):
+        yield

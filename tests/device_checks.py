@@ -1,0 +1,295 @@
+"""Tensors, models and training on device "cuda", under Numba's CUDA simulator with the
+CuPy stand-in (``fake_cupy``), against the same on "cpu", bit for bit.
+
+It must run in its own process (``NUMBA_ENABLE_CUDASIM=1`` is read when numba.cuda is
+first imported)::
+
+    NUMBA_ENABLE_CUDASIM=1 python tests/device_checks.py [--only NAME]
+
+Each check prints ``PASS name`` or ``FAIL name: why``; the exit status is 1 if any failed.
+``FPSIM_DEVICE_STEPS`` (default 2) sets the training steps of the training check: the
+simulator runs each kernel thread as Python, so keep it small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fake_cupy  # noqa: E402
+
+sys.modules["cupy"] = fake_cupy  # what fpsim imports as CuPy
+
+import fpsim  # noqa: E402
+from fpsim import nn, optim  # noqa: E402
+from fpsim.backends import cupy_backend  # noqa: E402
+from fpsim.data import batches  # noqa: E402
+from fpsim.nn import functional as F  # noqa: E402
+
+STEPS = int(os.environ.get("FPSIM_DEVICE_STEPS", "2"))
+# CuPy's own sums and products: an emulated policy must not call them on the device.
+REDUCTIONS = ("sum", "matmul", "dot", "einsum", "tensordot", "add.reduce", "cumsum", "mean",
+              "inner", "vdot")
+CHECKS = {}
+
+
+def check(func):
+    CHECKS[func.__name__] = func
+    return func
+
+
+def bits(a) -> np.ndarray:
+    a = fake_cupy.asnumpy(a) if isinstance(a, fake_cupy.ndarray) else np.asarray(a)
+    return a.view({8: np.int64, 4: np.int32, 2: np.int16}[a.dtype.itemsize])
+
+
+def same_bits(what: str, got, want) -> None:
+    assert isinstance(got, fake_cupy.ndarray), f"{what}: {type(got).__name__} on the host"
+    assert not isinstance(want, fake_cupy.ndarray), f"{what}: the cpu value is on the device"
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype)
+    assert np.array_equal(bits(got), bits(want)), f"{what}: {got!r} != {want!r}"
+
+
+def raises(kind, words, func) -> None:
+    try:
+        func()
+    except kind as exc:
+        for w in words:
+            assert w in str(exc), f"{w!r} not in {exc}"
+        return
+    raise AssertionError(f"no {kind.__name__} raised")
+
+
+class Launches:
+    """Counts the cupy backend's kernel calls (roundings, elementwise, accumulations)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self):
+        self.saved = {n: getattr(cupy_backend.Backend, n) for n in ("apply", "accumulate")}
+        for name, method in self.saved.items():
+            def counted(backend, *args, _method=method, **kwargs):
+                self.count += 1
+                return _method(backend, *args, **kwargs)
+            setattr(cupy_backend.Backend, name, counted)
+        return self
+
+    def __exit__(self, *exc):
+        for name, method in self.saved.items():
+            setattr(cupy_backend.Backend, name, method)
+
+
+@check
+def round_trips():
+    x = np.array([0.1, -2.5, 1e-6, 70000.0])
+    t = fpsim.tensor(x, format="fp16")
+    c = t.to("cuda")
+    assert c.device == "cuda" and c.format == t.format and isinstance(c.data, fake_cupy.ndarray)
+    same_bits("to cuda", c.data, t.data)
+    back = c.cpu()
+    assert back.device == "cpu" and type(back.data) is np.ndarray
+    assert np.array_equal(bits(back.data), bits(t.data))
+    assert c.to("cuda") is c and t.to("cpu") is t and t.cpu() is t
+    # Made there, rounded there: the same values as rounded on the host.
+    d = fpsim.tensor(x, format="fp16", device="cuda")
+    same_bits("tensor(device=cuda)", d.data, t.data)
+    same_bits("tensor(cupy array)", fpsim.tensor(fake_cupy.asarray(x)).data, x)
+    # numpy() and __array__ copy to the host.
+    for host in (c.numpy(), np.asarray(c), np.asarray(c, dtype=np.float32)):
+        assert type(host) is np.ndarray and np.array_equal(host, t.data)
+    assert float(c[1:2].sum()) == -2.5 and c.argmax().item() == 3
+    assert "device='cuda'" in repr(c)
+    # .to(device) is differentiable: the gradient comes back to the cpu leaf.
+    w = fpsim.tensor([1.5, -3.0], requires_grad=True)
+    (w.to("cuda") * 2).sum().backward()
+    assert type(w.grad) is np.ndarray and w.grad.tolist() == [2.0, 2.0]
+    # A module moves its parameters (and their gradients) and buffers, and back.
+    nn.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    before = model.state_dict()
+    model.to("cuda")
+    assert all(p.device == "cuda" for p in model.parameters())
+    assert isinstance(model[1].running_mean, fake_cupy.ndarray)
+    model.to("cpu")
+    for name, value in model.state_dict().items():
+        assert type(value) is np.ndarray and np.array_equal(bits(value), bits(before[name]))
+
+
+@check
+def mixing_devices_is_an_error():
+    a = fpsim.tensor([1.0, 2.0], device="cuda")
+    b = fpsim.tensor([3.0, 4.0])
+    words = ("cpu and cuda", ".to(device)")
+    raises(ValueError, ("add",) + words, lambda: a + b)
+    raises(ValueError, ("mul",) + words, lambda: b * a)
+    raises(ValueError, ("matmul",) + words, lambda: a.reshape(1, 2) @ b.reshape(2, 1))
+    raises(ValueError, ("cross_entropy",) + words,
+           lambda: F.cross_entropy(a.reshape(1, 2), np.array([1])))
+    raises(ValueError, ("mse_loss",) + words, lambda: F.mse_loss(a, b))
+    raises(ValueError, ("cat",) + words, lambda: F.cat([a, b]))
+    nn.manual_seed(0)
+    raises(ValueError, words, lambda: nn.Linear(2, 1)(a.reshape(1, 2)))
+    # A number (a 0-d constant) goes with a tensor anywhere, as in PyTorch.
+    for y in (a * 2, 1 - a, a / np.float64(4)):
+        assert y.device == "cuda"
+    # What is not yet supported on the device says so.
+    raises(NotImplementedError, ("conv2d", "cuda"),
+           lambda: F.conv2d(fpsim.tensor(np.ones((1, 1, 2, 2)), device="cuda"),
+                            fpsim.tensor(np.ones((1, 1, 1, 1)), device="cuda")))
+    raises(NotImplementedError, ("embedding", "cuda"),
+           lambda: F.embedding(np.array([0]), fpsim.tensor(np.ones((2, 2)), device="cuda")))
+    with fpsim.precision.parse("fp64"):
+        raises(NotImplementedError, ("fp64", "cuda"),
+               lambda: a.reshape(1, 2) @ fpsim.tensor([[1.0], [1.0]], device="cuda"))
+
+
+@check
+def batches_on_the_device():
+    x, y = np.arange(10.0).reshape(5, 2), np.arange(5)
+    host = list(batches(x, y, batch_size=2, seed=3))
+    device = list(batches(x, y, batch_size=2, seed=3, device="cuda"))
+    assert len(host) == len(device) == 3
+    for (hx, hy), (dx, dy) in zip(host, device, strict=True):
+        same_bits("x batch", dx, hx)
+        assert isinstance(dy, fake_cupy.ndarray) and np.array_equal(fake_cupy.asnumpy(dy), hy)
+
+
+def _model():
+    nn.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3))
+
+
+def _data():
+    rng = np.random.default_rng(1)
+    return rng.normal(size=(4, 3)), np.array([0, 2, 1, 2])
+
+
+@check
+def forward_and_backward_match_the_cpu():
+    x, y = _data()
+    for text in ("fp16", "mixed,order=sequential", "bf16,order=pairwise"):
+        policy = fpsim.precision.parse(text)
+        results = {}
+        for device in ("cpu", "cuda"):
+            model = _model().to(policy).to(device)
+            xs = fpsim.tensor(x, device=device)
+            ys = fpsim.tensor(np.zeros(1), device=device)  # unused; tensors made there
+            del ys
+            target = y if device == "cpu" else fake_cupy.asarray(y)
+            fake_cupy.calls.clear()
+            with Launches() as launches, policy:
+                out = model(xs)
+                loss = F.cross_entropy(out, target)
+                loss.backward(1024.0)
+            if device == "cuda":
+                own = [c for c in fake_cupy.calls if c in REDUCTIONS]
+                assert not own, f"{text}: CuPy's own reductions ran: {own}"
+                assert launches.count > 10, f"{text}: {launches.count} cupy kernel calls"
+                graph = [t for t in loss.graph() if t.grad is not None]
+                assert all(isinstance(t.data, fake_cupy.ndarray) for t in loss.graph())
+                assert all(isinstance(t.grad, fake_cupy.ndarray) for t in graph)
+            else:
+                assert launches.count == 0
+            results[device] = [out.data, loss.data] + [p.grad for p in model.parameters()]
+        for i, (got, want) in enumerate(zip(results["cuda"], results["cpu"], strict=True)):
+            same_bits(f"{text}: value {i}", got, want)
+
+
+@check
+def lstm_matches_the_cpu():
+    x = np.random.default_rng(2).normal(size=(3, 2, 2))
+    policy = fpsim.precision.parse("mixed,order=sequential")
+    results = {}
+    for device in ("cpu", "cuda"):
+        nn.manual_seed(0)
+        lstm = nn.LSTM(2, 3).to(policy).to(device)
+        fake_cupy.calls.clear()
+        with policy:
+            out, (h, c) = lstm(fpsim.tensor(x, device=device))
+            (out.sum() + h.sum() + c.sum()).backward(256.0)
+        if device == "cuda":
+            own = [c for c in fake_cupy.calls if c in REDUCTIONS]
+            assert not own, f"CuPy's own reductions ran: {own}"
+        results[device] = [out.data, h.data, c.data] + [p.grad for p in lstm.parameters()]
+    for i, (got, want) in enumerate(zip(results["cuda"], results["cpu"], strict=True)):
+        same_bits(f"lstm: value {i}", got, want)
+
+
+@check
+def native_policies_use_cupys_arithmetic():
+    """native_fp16 on the device: CuPy's float16 arrays and its own matmul (cuBLAS on a
+    GPU); the stand-in's are NumPy's, so here the bits are the cpu's too."""
+    x, y = _data()
+    policy = fpsim.precision.parse("native_fp16")
+    results = {}
+    for device in ("cpu", "cuda"):
+        model = _model().to(policy).to(device)
+        target = y if device == "cpu" else fake_cupy.asarray(y)
+        fake_cupy.calls.clear()
+        with Launches() as launches, policy:
+            out = model(fpsim.tensor(x, device=device))
+            loss = F.cross_entropy(out, target)
+            loss.backward()
+        results[device] = [out.data, loss.data] + [p.grad for p in model.parameters()]
+    assert "matmul" in fake_cupy.calls and launches.count == 0, (fake_cupy.calls, launches.count)
+    assert results["cuda"][0].dtype == np.float16
+    for i, (got, want) in enumerate(zip(results["cuda"], results["cpu"], strict=True)):
+        same_bits(f"native_fp16: value {i}", got, want)
+
+
+@check
+def training_matches_the_cpu():
+    x, y = _data()
+    runs = {}
+    for device in ("cpu", "cuda"):
+        model = _model()
+        opt = optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        trainer = fpsim.training.Trainer(model.to(device), opt, "fp16,order=sequential",
+                                         loss_scale="dynamic", clip_norm=None)
+        # Raw arrays, as batches(device=...) yields them.
+        xs = x if device == "cpu" else fake_cupy.asarray(x)
+        target = y if device == "cpu" else fake_cupy.asarray(y)
+        reports = [trainer.step(lambda m=model, xs=xs, t=target: F.cross_entropy(m(xs), t))
+                   for _ in range(STEPS)]
+        state = [opt.state[id(p)]["momentum_buffer"] for p in model.parameters()
+                 if id(p) in opt.state]
+        runs[device] = (reports, [p.data for p in model.parameters()], state)
+    (cpu_reports, cpu_weights, cpu_state), (gpu_reports, gpu_weights, gpu_state) = (
+        runs["cpu"], runs["cuda"])
+    # Every field (repr: a float's shortest repr is unique, and NaN shows as nan).
+    assert repr(gpu_reports) == repr(cpu_reports), (gpu_reports, cpu_reports)
+    assert cpu_reports[0].skipped  # fp16 overflowed at 2**16: the scale fell
+    for i, (got, want) in enumerate(zip(gpu_weights + gpu_state, cpu_weights + cpu_state,
+                                        strict=True)):
+        same_bits(f"weight or state {i}", got, want)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    assert cupy_backend.SIMULATOR, "run with NUMBA_ENABLE_CUDASIM=1"
+    failed = 0
+    for name, func in CHECKS.items():
+        if args.only not in name:
+            continue
+        try:
+            func()
+            print(f"PASS {name}", flush=True)
+        except Exception as exc:  # report every check
+            failed += 1
+            print(f"FAIL {name}: {type(exc).__name__}: {exc}", flush=True)
+            traceback.print_exc()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
