@@ -272,6 +272,30 @@ def training_matches_the_cpu():
         same_bits(f"weight or state {i}", got, want)
 
 
+@check
+def optimizer_state_follows_a_moved_model():
+    """One step on the cpu, the model moved to "cuda", one more step there: the momentum
+    buffers follow the parameters, and the run equals two steps on the cpu."""
+    x, y = _data()
+    runs = {}
+    for moved in (False, True):
+        model = _model()
+        opt = optim.Adam(model.parameters(), lr=0.01)
+        trainer = fpsim.training.Trainer(model, opt, "mixed,order=pairwise")
+        for step in range(2):
+            on_gpu = moved and step == 1
+            if on_gpu:
+                model.to("cuda")
+            xs = fake_cupy.asarray(x) if on_gpu else x
+            ys = fake_cupy.asarray(y) if on_gpu else y
+            trainer.step(lambda m=model, xs=xs, ys=ys: F.cross_entropy(m(xs), ys))
+        state = [v for p in model.parameters() for k, v in sorted(opt.state[id(p)].items())
+                 if k != "step"]
+        runs[moved] = [p.data for p in model.parameters()] + state
+    for i, (got, want) in enumerate(zip(runs[True], runs[False], strict=True)):
+        same_bits(f"weight or Adam moment {i}", got, want)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
