@@ -296,6 +296,54 @@ def optimizer_state_follows_a_moved_model():
         same_bits(f"weight or Adam moment {i}", got, want)
 
 
+# test_gradcheck's operation cases whose builders hold host arrays (targets, running
+# statistics): on "cuda" their operations must refuse them, naming both devices.
+HOST_CONSTANTS = ("cross_entropy_", "mse_loss_", "batch_norm_2d_", "batch_norm_3d_",
+                  "batch_norm_4d_")
+# Operations not yet on the GPU: a NotImplementedError naming "cuda".
+REFUSED = ("conv2d_", "embedding_", "getitem_repeated_", "getitem_operator_repeated")
+
+
+@check
+def every_operation_matches_the_cpu():
+    """Each of test_gradcheck's operation cases under an emulated fp16 policy with a defined
+    order: forward values and every leaf's gradient on "cuda" are the cpu's bits."""
+    import test_gradcheck
+
+    from fpsim import _device
+
+    policy = fpsim.precision.parse("fp16,order=sequential")
+    compared = 0
+    for name, factory in test_gradcheck.OPS.items():
+        results = {}
+        for device in ("cpu", "cuda"):
+            build, leaves = factory()
+            for t in leaves:
+                t.data = _device.transfer(t.data, device)
+
+            def run(build=build, device=device):
+                with policy:
+                    y = build()
+                    w = fpsim.tensor(np.random.default_rng(5).standard_normal(y.shape),
+                                     device=device)
+                    (y * w).sum().backward(64.0)
+                return y
+
+            if device == "cuda" and name.startswith(HOST_CONSTANTS):
+                raises(ValueError, ("cpu and cuda",), run)
+                break
+            if device == "cuda" and name.startswith(REFUSED):
+                raises(NotImplementedError, ("cuda",), run)
+                break
+            y = run()
+            results[device] = [y.data] + [t.grad for t in leaves]
+        else:
+            for i, (got, want) in enumerate(zip(results["cuda"], results["cpu"], strict=True)):
+                same_bits(f"{name}: value {i}", got, want)
+            compared += 1
+    assert compared >= 60, compared
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")

@@ -134,7 +134,7 @@ def getitem(x: TensorLike, index: Any) -> Tensor:
     def backward(g: np.ndarray) -> Any:
         out = _device.array_module(g).zeros(x.shape, dtype=g.dtype)
         if basic and x.device != "cpu":
-            out[index] = g  # basic indexing picks each element once
+            out[index] = g  # each element picked once: nothing to add
         else:
             np.add.at(out, index, g)
         return out
@@ -143,7 +143,10 @@ def getitem(x: TensorLike, index: Any) -> Tensor:
 
 
 def _basic(index: Any) -> bool:
-    """Whether ``index`` is NumPy basic indexing (integers, slices, None, Ellipsis)."""
+    """Whether ``index`` picks each element at most once: NumPy's basic indexing
+    (integers, slices, None, Ellipsis), or one boolean mask."""
+    if getattr(index, "dtype", None) == np.bool_:
+        return True
     parts = index if isinstance(index, tuple) else (index,)
     return all(isinstance(i, (int, np.integer, slice, type(None), type(Ellipsis)))
                and not isinstance(i, bool) for i in parts)
