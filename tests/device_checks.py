@@ -296,6 +296,37 @@ def optimizer_state_follows_a_moved_model():
         same_bits(f"weight or Adam moment {i}", got, want)
 
 
+@check
+def monitors_count_on_the_device():
+    from fpsim.training import (FlushCounter, GradientCounts, exponent_histogram,
+                                flushed_fraction)
+
+    values = np.array([0.0, 1e-9, -3e-6, 2.0**-20, 1.5, -70000.0, np.inf, np.nan, 6e-8])
+    device = fake_cupy.asarray(values)
+    # NumPy would take the stand-in's arrays as its own: the calls show CuPy's ran.
+    fake_cupy.calls.clear()
+    assert GradientCounts.of([device], "fp16") == GradientCounts.of([values], "fp16")
+    assert fake_cupy.calls.count("count_nonzero") == 3, fake_cupy.calls
+    for scale in (1.0, 1024.0):
+        assert flushed_fraction([device], "fp16", scale) == flushed_fraction([values], "fp16",
+                                                                            scale)
+    fake_cupy.calls.clear()
+    got, want = exponent_histogram([device], -30, 20), exponent_histogram([values], -30, 20)
+    assert "bincount" in fake_cupy.calls, fake_cupy.calls
+    assert all(type(g) is type(w) for g, w in zip(got, want, strict=True))
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert got[2] == want[2] == 1
+    counts = {}
+    for where in ("cpu", "cuda"):
+        w = fpsim.tensor([1.0, 3e-3], requires_grad=True, device=where)
+        with fpsim.precision.parse("mixed"):
+            loss = (w * 1e-4 * 1e-4).sum()
+            with FlushCounter("fp16") as counter:
+                loss.backward()
+        counts[where] = (counter.flushed, counter.nonzero)
+    assert counts["cuda"] == counts["cpu"] and counts["cpu"][0] > 0, counts
+
+
 # test_gradcheck's operation cases whose builders hold host arrays (targets, running
 # statistics): on "cuda" their operations must refuse them, naming both devices.
 HOST_CONSTANTS = ("cross_entropy_", "mse_loss_", "batch_norm_2d_", "batch_norm_3d_",

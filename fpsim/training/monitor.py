@@ -191,7 +191,7 @@ def exponent_histogram(values: Iterable[np.ndarray], lo: int = -64,
     Parameters
     ----------
     values : iterable of array_like
-        The values (infinities and NaNs are left out).
+        The values (infinities and NaNs are left out), on the host or a GPU.
     lo, hi : int, default -64, 16
         The range of exponents.
 
@@ -213,11 +213,14 @@ def exponent_histogram(values: Iterable[np.ndarray], lo: int = -64,
     counts = np.zeros(hi - lo, dtype=np.int64)
     zeros = 0
     for v in values:
-        a = np.abs(np.asarray(v, dtype=np.float64)).reshape(-1)
-        a = a[np.isfinite(a)]
-        zeros += int(np.count_nonzero(a == 0))
-        e = np.floor(np.log2(a[a > 0])).astype(np.int64)
-        np.add.at(counts, np.clip(e, lo, hi - 1) - lo, 1)
+        xp = _device.array_module(v)
+        a = xp.abs(xp.asarray(v, dtype=np.float64)).reshape(-1)
+        a = a[xp.isfinite(a)]
+        zeros += int(xp.count_nonzero(a == 0))
+        e = xp.floor(xp.log2(a[a > 0])).astype(np.int64)
+        # Counted where the values are; the counts alone come to the host.
+        counts += _device.transfer(xp.bincount(xp.clip(e, lo, hi - 1) - lo,
+                                               minlength=hi - lo), "cpu")
     return exps, counts, zeros
 
 
