@@ -87,7 +87,9 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
     sync = None
     if backend == "cupy":
         if xp is None:
-            import cupy as xp  # type: ignore[no-redef]  # the GPU's array module
+            from fpsim._optional import require
+
+            xp = require("cupy", "fpsim bench on the GPU")
         x = xp.asarray(x)
         sync = xp.cuda.Device().synchronize
     else:
