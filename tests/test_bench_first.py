@@ -25,3 +25,15 @@ def test_rows_from_fresh_processes(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "first calls on a new array, n=3,000 float32" in out
     assert out.count("round, out=") == 1  # one format, as patched
+
+
+def test_gpu_rows_without_cupy_name_the_extra(monkeypatch):
+    import sys
+
+    import pytest
+
+    from fpsim._optional import MissingDependency
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(MissingDependency, match=r"pip install 'fpsim\[gpu\]'"):
+        bench.run(n=8, repeats=1, backend="cupy")
