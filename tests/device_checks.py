@@ -298,8 +298,7 @@ def optimizer_state_follows_a_moved_model():
 
 @check
 def monitors_count_on_the_device():
-    from fpsim.training import (FlushCounter, GradientCounts, exponent_histogram,
-                                flushed_fraction)
+    from fpsim.training import FlushCounter, GradientCounts, exponent_histogram, flushed_fraction
 
     values = np.array([0.0, 1e-9, -3e-6, 2.0**-20, 1.5, -70000.0, np.inf, np.nan, 6e-8])
     device = fake_cupy.asarray(values)
