@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
 
@@ -112,21 +112,26 @@ def common(op: str, *arrays: Any) -> str:
     >>> common("add", np.ones(2), np.ones(3))
     'cpu'
     """
-    devices = {device_of(a) for a in arrays if is_device_array(a) or np.ndim(a) > 0}
+    devices = set()
+    for a in arrays:
+        if is_device_array(a):
+            devices.add("cuda")
+        elif (a.ndim if isinstance(a, np.ndarray) else np.ndim(a)) > 0:
+            devices.add("cpu")
     if len(devices) > 1:
         raise ValueError(f"{op}: expected all tensors on one device, found cpu and cuda: "
                          "move them with .to(device)")
     return devices.pop() if devices else "cpu"
 
 
-@contextlib.contextmanager
-def kernels(data: Any) -> Iterator[None]:
+_HOST = contextlib.nullcontext()
+
+
+def kernels(data: Any) -> AbstractContextManager[None]:
     """Inside, the backend that runs the emulated arithmetic on ``data``'s device: the
     ``cupy`` backend for a GPU array, the backend in force for a host array."""
     if not is_device_array(data):
-        yield
-        return
+        return _HOST
     from fpsim.backends import backend
 
-    with backend("cupy"):
-        yield
+    return backend("cupy")

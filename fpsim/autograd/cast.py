@@ -119,4 +119,4 @@ def same_device(op: str, *xs: Tensor) -> tuple[Tensor, ...]:
     """``xs`` on one device; a ValueError naming both when two of more than one element
     are on different devices (a one-element host constant is moved, as in PyTorch)."""
     device = _device.common(op, *(x.data for x in xs))
-    return tuple(move(x, device) for x in xs)
+    return xs if device == "cpu" else tuple(move(x, device) for x in xs)
