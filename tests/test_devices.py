@@ -101,3 +101,36 @@ def test_on_the_cpu_nothing_changes():
                               batches(np.eye(3), np.arange(3), batch_size=2, seed=0,
                                       device="cpu"), strict=True):
         assert type(c) is np.ndarray and np.array_equal(a, c) and np.array_equal(b, d)
+
+
+@pytest.mark.gpu
+def test_a_model_on_a_real_gpu_gives_the_cpus_bits():
+    """On a GPU (real CuPy): a small model's forward, backward and two training steps on
+    "cuda" under an emulated fp16 policy with a defined order equal the cpu's, bit for bit.
+    ReLU and mse_loss only: transcendental functions may differ between CUDA's and NumPy's
+    float64 libraries (see docs/training.md)."""
+    if _missing() is not None:
+        pytest.skip("no GPU for device 'cuda' (fpsim.backends.gpu_missing() says why)")
+    import cupy
+
+    from fpsim import optim
+    from fpsim.nn import functional as F
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(8, 5)), rng.normal(size=(8, 2))
+    runs = {}
+    for device in ("cpu", "cuda"):
+        nn.manual_seed(0)
+        model = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 2)).to(device)
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        trainer = fpsim.training.Trainer(model, opt, "fp16,order=sequential",
+                                         loss_scale="dynamic")
+        xs, ys = (cupy.asarray(x), cupy.asarray(y)) if device == "cuda" else (x, y)
+        reports = [trainer.step(lambda m=model, xs=xs, ys=ys: F.mse_loss(m(xs), ys))
+                   for _ in range(2)]
+        assert all(p.device == device for p in model.parameters())
+        runs[device] = (repr(reports), [p.numpy() for p in model.parameters()])
+    assert runs["cuda"][0] == runs["cpu"][0]
+    for got, want in zip(runs["cuda"][1], runs["cpu"][1], strict=True):
+        assert got.dtype == want.dtype and np.array_equal(got.view(np.int64),
+                                                          want.view(np.int64))
