@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -25,12 +28,36 @@ from fpsim.bits import format_of_dtype
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
 from fpsim.kernels.random import mix64
 from fpsim.kernels.spec import Spec, make_spec
-from fpsim.modes import STOCHASTIC
+from fpsim.modes import CODES, STOCHASTIC
 
 if TYPE_CHECKING:
     from fpsim.backends.protocol import Backend
 
 SEED_LIMIT = 1 << 64
+
+
+def random_key(seed: int | None, mode: int) -> int | None:
+    """The key of a call's random stream in rounding mode ``mode`` (a code): the stream
+    of ``seed`` for stochastic rounding; None for the other modes, which draw no random
+    bits, where a seed is still checked and a ``UserWarning`` says that it does nothing."""
+    if mode == STOCHASTIC:
+        return stream_key(seed)
+    if seed is not None:
+        stream_key(seed)
+        name = next(k for k, v in CODES.items() if v == mode)
+        warnings.warn(f"seed does nothing with rounding {name!r}, which draws no random bits "
+                      "(only 'stochastic' does)", UserWarning, stacklevel=_callers_level())
+    return None
+
+
+def _callers_level() -> int:
+    """``warnings.warn``'s stacklevel of the first frame outside fpsim, for a warning
+    raised by the function that calls this one."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def stream_key(seed: int | None) -> int:
@@ -228,7 +255,7 @@ def run(kernel: str, flat: list[np.ndarray], out: np.ndarray, flag_out: np.ndarr
 
     ``hot``: the caller repeats this spec many times (worth a loop compiled for it).
     """
-    key = stream_key(seed) if spec.mode == STOCHASTIC else None
+    key = None if seed is None and spec.mode != STOCHASTIC else random_key(seed, spec.mode)
     return get_backend().apply(
         kernel, flat, out.reshape(-1), None if flag_out is None else flag_out.reshape(-1),
         spec, key, check=check, hot=hot,

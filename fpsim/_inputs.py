@@ -43,6 +43,8 @@ def as_float_array(x: Any, name: str, device: bool = False) -> Any:
     if isinstance(x, (bool, np.bool_)):
         raise ValueError(f"{name}: expected floating-point values, got a boolean")
     if isinstance(x, (np.ndarray, np.generic)):
+        if type(x) is not np.ndarray:
+            _refuse_masks(x, name)
         return _host_array(np.asarray(x), name)
     if type(x) is float:
         return np.asarray(x)
@@ -62,11 +64,33 @@ def as_float_array(x: Any, name: str, device: bool = False) -> Any:
     if arr.dtype.kind == "b":
         raise ValueError(f"{name}: expected floating-point values, got booleans")
     if arr.dtype.kind == "f":
-        # NumPy turns integers among floats into float64 silently, rounding the large ones.
+        # NumPy turns integers among floats into float64 silently, rounding the large ones,
+        # and numpy.ma.masked into NaN.
         values = np.asarray(x, dtype=object)
-        if any(isinstance(v, numbers.Integral) for v in values.ravel().tolist()):
+        items = values.ravel().tolist()
+        ma = sys.modules.get("numpy.ma")
+        if ma is not None and any(v is ma.masked for v in items):
+            raise _masks_refused(name, "numpy.ma.masked among the values")
+        if any(isinstance(v, numbers.Integral) for v in items):
             return _exact_float64(values, name)
     return _host_array(arr, name)
+
+
+def _refuse_masks(x: object, name: str) -> None:
+    """``ValueError`` for a NumPy masked array with masked elements: fpsim would compute
+    with the values under the mask, so it refuses rather than drop it."""
+    ma = sys.modules.get("numpy.ma")  # not imported: no masked array exists
+    if ma is None or not isinstance(x, ma.MaskedArray):
+        return
+    masked = int(np.count_nonzero(ma.getmaskarray(x)))
+    if masked:
+        raise _masks_refused(name, f"a masked array (numpy.ma) with {masked} masked element"
+                                   f"{'s' if masked > 1 else ''}")
+
+
+def _masks_refused(name: str, what: str) -> ValueError:
+    return ValueError(f"{name}: {what}; fpsim applies no masks: fill them (.filled(value)) or "
+                      "leave them out (.compressed()) first")
 
 
 def _short(v: object, width: int = 60) -> str:

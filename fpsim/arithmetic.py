@@ -67,7 +67,7 @@ def add(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str =
         True: also return the IEEE flags (and ABSORBED) raised by each element.
     seed : int or None, default None
         Stochastic rounding only: the key (0..2**64-1) of the random stream;
-        None draws fresh entropy.
+        None draws fresh entropy. With another mode: a ``UserWarning``.
     random_bits : int or None, default None
         Stochastic rounding only: random bits per draw (1..53; None: 53).
 
@@ -157,7 +157,7 @@ def sub(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str =
         True: also return the IEEE flags (and ABSORBED) raised by each element.
     seed : int or None, default None
         Stochastic rounding only: the key (0..2**64-1) of the random stream;
-        None draws fresh entropy.
+        None draws fresh entropy. With another mode: a ``UserWarning``.
     random_bits : int or None, default None
         Stochastic rounding only: random bits per draw (1..53; None: 53).
 
@@ -245,7 +245,7 @@ def mul(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str =
         True: also return the IEEE flags (and ABSORBED) raised by each element.
     seed : int or None, default None
         Stochastic rounding only: the key (0..2**64-1) of the random stream;
-        None draws fresh entropy.
+        None draws fresh entropy. With another mode: a ``UserWarning``.
     random_bits : int or None, default None
         Stochastic rounding only: random bits per draw (1..53; None: 53).
 
@@ -334,7 +334,7 @@ def div(a: Values | Scalar, b: Values | Scalar, fmt: FormatLike, rounding: str =
         True: also return the IEEE flags (and ABSORBED) raised by each element.
     seed : int or None, default None
         Stochastic rounding only: the key (0..2**64-1) of the random stream;
-        None draws fresh entropy.
+        None draws fresh entropy. With another mode: a ``UserWarning``.
     random_bits : int or None, default None
         Stochastic rounding only: random bits per draw (1..53; None: 53).
 
@@ -423,7 +423,7 @@ def sqrt(a: Values | Scalar, fmt: FormatLike, rounding: str = "nearest_even", *,
         True: also return the IEEE flags (and ABSORBED) raised by each element.
     seed : int or None, default None
         Stochastic rounding only: the key (0..2**64-1) of the random stream;
-        None draws fresh entropy.
+        None draws fresh entropy. With another mode: a ``UserWarning``.
     random_bits : int or None, default None
         Stochastic rounding only: random bits per draw (1..53; None: 53).
 
@@ -513,7 +513,7 @@ def fma(a: Values | Scalar, b: Values | Scalar, c: Values | Scalar, fmt: FormatL
         True: also return the IEEE flags (and ABSORBED) raised by each element.
     seed : int or None, default None
         Stochastic rounding only: the key (0..2**64-1) of the random stream;
-        None draws fresh entropy.
+        None draws fresh entropy. With another mode: a ``UserWarning``.
     random_bits : int or None, default None
         Stochastic rounding only: random bits per draw (1..53; None: 53).
 

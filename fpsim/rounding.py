@@ -82,7 +82,8 @@ def round(
     seed : int or None, default None
         Stochastic rounding only: the key (0..2**64-1) of the counter-based
         random stream; None draws fresh entropy. The same seed gives the same
-        bits on every backend.
+        bits on every backend. With another mode: a ``UserWarning`` (it does
+        nothing).
     random_bits : int or None, default None
         Stochastic rounding only: random bits per draw (1..53; None: 53).
     flags : bool, default False

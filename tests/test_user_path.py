@@ -186,3 +186,96 @@ def test_parse_still_applies_presets_then_keys_and_overrides_apart():
     policy = parse("compute=fp16,softmax.compute=fp32")
     assert policy.for_op("softmax").compute is fpsim.PRESETS["fp32"]
     assert parse(str(policy)) == policy
+
+
+# --- seeds, axes, masks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call", [
+    lambda seed: fpsim.round(0.1, "fp16", seed=seed),
+    lambda seed: fpsim.round([0.1, 0.2], "bf16", "toward_zero", seed=seed),
+    lambda seed: fpsim.add(0.5, 2.0**-12, "fp16", "up", seed=seed),
+    lambda seed: fpsim.sqrt(np.array([2.0]), "fp16", "odd", seed=seed),
+], ids=["round", "round toward_zero", "add up", "sqrt odd"])
+def test_a_seed_without_stochastic_rounding_is_warned_about_where_it_is_given(call):
+    with pytest.warns(UserWarning, match="seed does nothing with rounding '[a-z_]+', which "
+                                         "draws no random bits") as caught:
+        result = call(7)
+    assert [w.filename for w in caught] == [__file__]  # the caller's line, not fpsim's
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no seed, no warning; and the result is the same
+        assert np.array_equal(call(None), result)
+
+
+def test_a_seed_with_stochastic_rounding_or_none_warns_nothing():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = fpsim.round(np.full(64, 0.1), "bf16", "stochastic", seed=7)
+        assert np.array_equal(fpsim.round(np.full(64, 0.1), "bf16", "stochastic", seed=7), a)
+        fpsim.round(0.1, "bf16")
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5, "3", True])
+def test_a_bad_seed_is_named_whatever_the_mode(seed):
+    for mode in ("stochastic", "nearest_even"):
+        with pytest.raises(ValueError, match=r"^seed must be an integer in 0\.\.2\*\*64-1"):
+            fpsim.round(0.1, "fp16", mode, seed=seed)
+
+
+@pytest.mark.parametrize("x, axis", [(np.array(1.0), 0), (np.array(1.0), -1), (2.5, 0),
+                                     (np.array(1.0), 1), (np.ones(3), 1), (np.ones(3), -2),
+                                     (np.ones((2, 0)), 2)])
+def test_an_axis_out_of_range_is_numpys_axis_error(x, axis):
+    with pytest.raises(np.exceptions.AxisError) as fpsim_error:
+        fpsim.sum(x, axis)
+    with pytest.raises(np.exceptions.AxisError) as numpy_error:
+        np.mean(x, axis=axis)  # np.sum lets a 0-d array have axis 0 and -1; np.mean does not
+    assert str(fpsim_error.value) == str(numpy_error.value)
+    assert isinstance(fpsim_error.value, ValueError)
+
+
+def test_sums_along_an_axis_in_range_are_unchanged():
+    x = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert fpsim.sum(x, 0).tolist() == [5.0, 7.0, 9.0]
+    assert fpsim.sum(x, -1).tolist() == [6.0, 15.0]
+    assert fpsim.sum(np.ones(3), 0) == 3.0
+    assert fpsim.sum(np.array(4.0)) == 4.0  # axis None: every element, of a 0-d array too
+
+
+MASKED = np.ma.array([1e9, 1.0], mask=[True, False])
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: fpsim.round(MASKED, "fp16"), "x"),
+    (lambda: fpsim.add(1.0, MASKED, "fp16"), "b"),
+    (lambda: fpsim.fma(MASKED, 1.0, 1.0, "fp16"), "a"),
+    (lambda: fpsim.sum(MASKED), "x"),
+    (lambda: fpsim.sum([1.0, 2.0], c=np.ma.array(0.0, mask=True)), "c"),
+    (lambda: fpsim.dot(MASKED, [1.0, 1.0]), "a"),
+    (lambda: fpsim.matmul([[1.0, 1.0]], MASKED.reshape(2, 1)), "B"),
+    (lambda: fpsim.conv2d(MASKED.reshape(1, 1, 1, 2), np.ones((1, 1, 1, 1))), "x"),
+    (lambda: fpsim.to_bits(MASKED, "fp32"), "x"),
+    (lambda: fpsim.tensor(MASKED), "data"),
+    (lambda: fpsim.tensor([1.0, 2.0]) + MASKED, "data"),
+    (lambda: ft.assert_bits_equal(MASKED, [1.0, 1.0], "fp32"), "actual"),
+])
+def test_a_masked_array_with_masked_elements_is_refused_not_unmasked(call, name):
+    with pytest.raises(ValueError, match=rf"^{name}: a masked array \(numpy\.ma\) with 1 masked "
+                                         r"element; fpsim applies no masks: fill them"):
+        call()
+
+
+def test_masked_among_listed_values_is_refused_and_an_unmasked_array_is_its_values():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy's own: "converting a masked element to nan"
+        with pytest.raises(ValueError, match="^x: numpy.ma.masked among the values"):
+            fpsim.round([1.0, np.ma.masked], "fp16")
+    plain = np.ma.array([0.1, 1e9])  # no mask: nothing is dropped
+    assert fpsim.round(plain, "fp16").tolist() == [0.0999755859375, np.inf]
+    assert fpsim.sum(np.ma.array([1.0, 2.0], mask=[False, False])) == 3.0

@@ -14,6 +14,9 @@ from fpsim.accumulation.stats import AccumulationStats
 if TYPE_CHECKING:
     from fpsim._typing import FloatArray, FloatScalar, FormatLike, Scalar, Values
 
+# numpy.exceptions.AxisError (numpy.AxisError before NumPy 1.25): a ValueError and an IndexError.
+AXIS_ERROR: type[ValueError] = getattr(np, "exceptions", np).AxisError
+
 
 @overload
 def sum(x: Values, axis: None = ..., *, accum: FormatLike = ..., rounding: str = ...,
@@ -106,10 +109,13 @@ def sum(
 
     Raises
     ------
+    numpy.exceptions.AxisError
+        An ``axis`` out of range, as NumPy raises (any axis of a 0-d array; a
+        ``ValueError`` too).
     ValueError
-        An ``axis`` out of range or not an integer; terms that are not float32
-        values; a ``c`` that does not broadcast or is not of ``accum``; an
-        unknown format, mode or order.
+        An ``axis`` that is not an integer; terms that are not float32 values;
+        a ``c`` that does not broadcast or is not of ``accum``; an unknown
+        format, mode or order.
 
     Examples
     --------
@@ -133,9 +139,9 @@ def sum(
     else:
         if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
             raise ValueError(f"axis must be an integer or None, got {axis!r}")
-        if not -arr.ndim <= axis < max(arr.ndim, 1):
-            raise ValueError(f"axis {axis} is out of range for an array of shape {arr.shape}")
-        moved = xp.moveaxis(arr, axis, -1) if arr.ndim else arr.reshape(1)
+        if not -arr.ndim <= axis < arr.ndim:  # a 0-d array has no axis, as in np.mean
+            raise AXIS_ERROR(int(axis), arr.ndim)
+        moved = xp.moveaxis(arr, axis, -1)
         shape = moved.shape[:-1]
         terms = moved.reshape(math.prod(shape), moved.shape[-1])
     start: Any = None  # c as a column, one row per sum
