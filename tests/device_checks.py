@@ -111,6 +111,13 @@ def round_trips():
     w = fpsim.tensor([1.5, -3.0], requires_grad=True)
     (w.to("cuda") * 2).sum().backward()
     assert type(w.grad) is np.ndarray and w.grad.tolist() == [2.0, 2.0]
+    # Raw CuPy arrays are taken where arrays are: parameters, normalizations' inputs.
+    with fpsim.precision.parse("mixed"):
+        p = nn.Parameter(fake_cupy.asarray([0.1, 3.0]))
+        same_bits("Parameter", p.data, nn.Parameter([0.1, 3.0]).data)
+        raw = np.array([[1.0, 2.0], [3.0, 5.0]])
+        for norm in (lambda v: F.batch_norm(v), lambda v: F.layer_norm(v, 2)):
+            same_bits("normalized raw array", norm(fake_cupy.asarray(raw)).data, norm(raw).data)
     # A module moves its parameters (and their gradients) and buffers, and back.
     nn.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))

@@ -118,7 +118,7 @@ def batch_norm(x: TensorLike, running_mean: np.ndarray | None = None,
     Tensor(array([[-1.],
                   [ 1.]]), format=fp16)
     """
-    data = x.data if isinstance(x, Tensor) else np.asarray(x)
+    data = x.data if isinstance(x, Tensor) else _device.array_module(x).asarray(x)
     if data.ndim not in (2, 3, 4):
         raise ValueError(f"batch_norm needs (N, C), (N, C, L) or (N, C, H, W), got {data.shape}")
     if (running_mean is None) != (running_var is None):
@@ -185,7 +185,7 @@ def layer_norm(x: TensorLike, normalized_shape: int | Sequence[int],
     Tensor(array([[-1.22460938,  0.        ,  1.22460938]]), format=fp16)
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    data = x.data if isinstance(x, Tensor) else np.asarray(x)
+    data = x.data if isinstance(x, Tensor) else _device.array_module(x).asarray(x)
     if data.shape[data.ndim - len(shape):] != shape:
         raise ValueError(f"layer_norm over {shape} needs trailing dimensions {shape}, "
                          f"got {data.shape}")

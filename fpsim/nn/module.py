@@ -23,7 +23,7 @@ class Parameter(Tensor):
     Parameters
     ----------
     data : array_like
-        The initial values.
+        The initial values (a CuPy array makes a parameter on "cuda").
     policy : Policy, optional
         The policy whose ``params`` format (and rounding) stores them;
         the current policy by default.
@@ -44,7 +44,8 @@ class Parameter(Tensor):
 
     def __init__(self, data: npt.ArrayLike, policy: Policy | None = None) -> None:
         policy = policy or current()
-        data = np.asarray(as_float_array(data, "data"), dtype=np.float64)
+        values = as_float_array(data, "data", device=True)  # on the host or a GPU
+        data = _device.array_module(values).asarray(values, dtype=np.float64)
         self._set(numerics.round(data, policy.params, policy), policy.params)
         self.requires_grad = True
 
