@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from fpsim._optional import MissingDependency
 from fpsim.reproduce import results
 from fpsim.reproduce.ablations import ABLATIONS
 from fpsim.reproduce.session import Session
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         session = Session(out=Path(args.out), budget=args.budget, seeds=seeds,
                           tasks=tuple(args.tasks), policies=tuple(args.policies),
                           jobs=args.jobs, stream=sys.stderr, executor=args.scheduler)
-    except ValueError as exc:
+    except (ValueError, MissingDependency) as exc:
         parser().error(str(exc))
     started = time.perf_counter()
     try:

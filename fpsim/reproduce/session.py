@@ -48,7 +48,7 @@ class Session:
     cache: Cache = field(init=False)
 
     def __post_init__(self) -> None:
-        self.out = output_folder(self.out)
+        # Every argument is checked (a missing Dask included) before the folder is made.
         for name in self.tasks:
             task(name).budget(self.budget)
         for name in self.policies:
@@ -58,6 +58,7 @@ class Session:
         if self.jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {self.jobs}")
         self.executor = as_executor(self.executor, self.jobs)
+        self.out = output_folder(self.out)
         self.cache = Cache(self.out / "cache")
 
     def specs(self, tasks: Iterable[str] | None = None, policies: Iterable[str] | None = None,
@@ -91,8 +92,11 @@ class Session:
     def runs(self, specs: Iterable[RunSpec]) -> list[dict]:
         """The records of ``specs``, trained first where not cached."""
         specs = list(specs)
-        self.ensure(specs)
-        return [self.cached_run(s) for s in specs]  # type: ignore[misc]  # ensure() cached them
+        records = [self.cached_run(s) for s in specs]
+        if None in records:  # (all cached: no second "from the cache" line per study)
+            self.ensure([s for s, r in zip(specs, records, strict=True) if r is None])
+            records = [self.cached_run(s) for s in specs]
+        return records  # type: ignore[return-value]  # ensure() cached them
 
     def cached(self, study: str, config: dict, compute: Callable[[], dict]) -> dict:
         """A study's own computation, cached under ``config`` plus the budget, NumPy's

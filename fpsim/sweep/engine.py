@@ -3,7 +3,10 @@ under its configuration; the records, their table over seeds and the verdicts.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import signal
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -15,7 +18,7 @@ from fpsim.sweep.executor import Executor, as_executor
 from fpsim.sweep.progress import Progress
 from fpsim.sweep.provenance import check_worker, package_code
 from fpsim.sweep.records import Record
-from fpsim.sweep.run import SEED_LIMIT, Run
+from fpsim.sweep.run import SEED_LIMIT, Outcome, Run
 from fpsim.sweep.statistics import compare, comparison_cells, summary, summary_text
 from fpsim.sweep.task import Task
 
@@ -33,7 +36,8 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor: Executor,
     executor : Executor
         Computes the runs; this process writes the cache.
     stream : file, optional
-        Where progress goes (standard error by default).
+        Where progress goes (standard error by default), after a line saying how many
+        runs came from the cache and how many are to train.
 
     Returns
     -------
@@ -46,7 +50,8 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor: Executor,
     ProvenanceMismatch
         When a worker runs another fpsim or NumPy (nothing of it is cached).
     KeyboardInterrupt
-        Ctrl-C: finished runs stay cached, the rest are cancelled.
+        Ctrl-C: every run that had finished is cached, the executor stops the others
+        (see ``Executor.results``).
 
     Examples
     --------
@@ -70,30 +75,67 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor: Executor,
                if cache.load("runs", run.config(), run.label) is None]
     trained: list[str] = []
     failures: list[Record] = []
+    bar = Progress(len(missing), "training runs", stream)
+    cached = len(unique) - len(missing)
+    bar.message(f"{cached} run{'' if cached == 1 else 's'} from the cache, "
+                f"{len(missing)} to train")
     if not missing:
         return trained, failures
-    bar = Progress(len(missing), "training runs", stream)
-    bar.update(0, "(cached runs are reused)")
+    bar.update(0)
 
     def on_step(run: Run, step: int) -> None:
         bar.update(bar.done, f"{run.label} step {step}/{run.task.steps}")
 
+    def keep(run: Run, outcome: Outcome) -> None:
+        record = outcome["record"]
+        if record.get("failed"):
+            failures.append(record)
+            bar.message(f"{run.label} failed: {record['error'].strip().splitlines()[-1]}")
+            bar.advance(f"{run.label} failed")
+            return
+        check_worker(f"computing {run.label}", outcome["identity"])
+        cache.save("runs", run.config(), record, run.label)
+        trained.append(run.label)
+        bar.advance(run.label)
+
     outcomes = executor.results(missing, on_step)
+    interrupted = thrown = False
     try:
-        for run, outcome in outcomes:
-            record = outcome["record"]
-            if record.get("failed"):
-                failures.append(record)
-                bar.message(f"{run.label} failed: {record['error'].strip().splitlines()[-1]}")
-                bar.advance(f"{run.label} failed")
-                continue
-            check_worker(f"computing {run.label}", outcome["identity"])
-            cache.save("runs", run.config(), record, run.label)
-            trained.append(run.label)
-            bar.advance(run.label)
+        while True:
+            try:
+                if interrupted and not thrown:
+                    # The executor stops the runs, yields those that had finished and
+                    # raises the interrupt again.
+                    thrown = True
+                    run, outcome = outcomes.throw(KeyboardInterrupt())
+                else:
+                    run, outcome = next(outcomes)
+            except StopIteration:
+                break
+            with _held_interrupts() as held:
+                keep(run, outcome)
+            interrupted = interrupted or bool(held)
     finally:
         outcomes.close()
+    if interrupted:
+        raise KeyboardInterrupt
     return trained, failures
+
+
+@contextmanager
+def _held_interrupts() -> Iterator[list[int]]:
+    """Within: SIGINT is noted in the list given, not raised, so that a run being cached
+    is cached whole (only in the main thread, and only under Python's own handler)."""
+    held: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield held
+        return
+    previous = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass(frozen=True)
@@ -202,22 +244,28 @@ def sweep(tasks: Task | Sequence[Task], ablations: str | Ablation | Sequence[str
     ValueError
         For a task that is not a ``Task``, an unknown ablation, duplicate names, bad
         seeds, an unknown reference or a malformed scheduler address.
+    MissingDependency
+        For a Dask executor without Dask installed (``pip install 'fpsim[cluster]'``);
+        the cache folder is not made.
     ProvenanceMismatch
         When a Dask worker runs another fpsim or NumPy.
+    KeyboardInterrupt
+        Ctrl-C: every run that had finished is cached (run the same sweep again to
+        go on), the workers are stopped.
 
     Examples
     --------
-    A built-in task cut to 3 steps, under two ablations, 2 seeds each (a full
+    A built-in task cut to 3 steps, under two ablations, 3 seeds each (a full
     example, with a model of your own, is in ``docs/sweeps.md``):
 
     >>> import io, tempfile
     >>> from dataclasses import replace
     >>> from fpsim.reproduce.tasks import task
     >>> toy = replace(task("digits_mlp").for_sweep("quick"), steps=3, eval_every=3)
-    >>> result = sweep(toy, ["mixed", "no_loss_scaling"], seeds=2, cache=tempfile.mkdtemp(),
+    >>> result = sweep(toy, ["mixed", "no_loss_scaling"], seeds=3, cache=tempfile.mkdtemp(),
     ...                jobs=1, reference="mixed", stream=io.StringIO())
-    >>> [(r["policy"], r["seed"]) for r in result.records]
-    [('mixed', 0), ('mixed', 1), ('no_loss_scaling', 0), ('no_loss_scaling', 1)]
+    >>> [(r["policy"], r["seed"]) for r in result.records][:4]
+    [('mixed', 0), ('mixed', 1), ('mixed', 2), ('no_loss_scaling', 0)]
     >>> [(v["policy"], v["verdict"]) for v in result.verdicts]
     [('no_loss_scaling', 'within noise')]
     """
@@ -244,11 +292,11 @@ def sweep(tasks: Task | Sequence[Task], ablations: str | Ablation | Sequence[str
     if reference not in names:
         raise ValueError(f"the reference {reference!r} is not one of the ablations "
                          f"{', '.join(names)}")
-    store = Cache(output_folder(cache, "the cache folder"))
     owned = executor is None or isinstance(executor, str)
     executor = as_executor(executor, jobs)
     runs = [Run(t, a, s) for t in tasks for a in chosen for s in seed_list]
     try:
+        store = Cache(output_folder(cache, "the cache folder"))
         trained, failures = train_missing(store, runs, executor, stream)
     finally:
         if owned:

@@ -18,7 +18,12 @@ class Executor(Protocol):
     def results(self, runs: Sequence[Run], on_step: Callable[[Run, int], None] | None = None,
                 ) -> Generator[tuple[Run, Outcome], None, None]:
         """Compute ``runs`` (see ``fpsim.sweep.run.execute``), yielding ``(run, outcome)``
-        as each finishes; closing the iterator cancels the rest."""
+        as each finishes.
+
+        A ``KeyboardInterrupt`` raised in it or thrown in at a ``yield`` (Ctrl-C) stops
+        the runs not finished, yields those that had finished (the sweep caches them)
+        and is raised again; closing the iterator stops the runs not finished.
+        """
         ...
 
     def close(self) -> None:

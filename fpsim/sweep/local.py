@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures as futures
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Generator, Sequence
 
 from fpsim._checks import integer
@@ -14,6 +15,20 @@ from fpsim.sweep.run import Outcome, Run, execute
 # The workers' Numba and BLAS read these as they start.
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                      "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+
+
+def ignore_interrupts() -> None:
+    """A worker process's start: SIGINT (Ctrl-C to the terminal's process group) is
+    ignored, so that the process that started it decides what happens to the runs."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def stop(pool: futures.ProcessPoolExecutor) -> None:
+    """Kill ``pool``'s worker processes at once and wait for its books to close: the
+    futures that had finished keep their results, the others are cancelled or failed."""
+    for process in list((pool._processes or {}).values()):  # no public way before 3.14
+        process.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def default_jobs() -> int:
@@ -52,8 +67,10 @@ class LocalExecutor:
                 ) -> Generator[tuple[Run, Outcome], None, None]:
         """Compute ``runs``, yielding ``(run, outcome)`` (see ``execute``) as each finishes.
 
-        Closing the iterator, or an exception in it (Ctrl-C), starts no further run;
-        finished ones have been yielded.
+        Worker processes ignore SIGINT: Ctrl-C reaches this process alone. An exception
+        raised here or thrown in at a ``yield`` (Ctrl-C) kills the workers, so that no
+        run goes on, then yields the runs that had finished and raises it again; closing
+        the iterator kills them too.
         """
         if self.jobs == 1:
             for run in runs:
@@ -63,17 +80,22 @@ class LocalExecutor:
         context = multiprocessing.get_context("spawn")
         saved = {k: os.environ.get(k) for k in ONE_THREAD}
         os.environ.update(ONE_THREAD)
+        pool = futures.ProcessPoolExecutor(self.jobs, mp_context=context,
+                                           initializer=ignore_interrupts)
         try:
-            with futures.ProcessPoolExecutor(self.jobs, mp_context=context) as pool:
-                pending = {pool.submit(execute, run): run for run in runs}
-                try:
-                    for done in futures.as_completed(pending):
-                        yield pending[done], done.result()
-                except BaseException:
-                    # Ctrl-C, or the consumer gave up: start no queued run.
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
+            pending = {pool.submit(execute, run): run for run in runs}
+            try:
+                for done in futures.as_completed(pending):
+                    yield pending.pop(done), done.result()
+            except BaseException as exc:  # Ctrl-C, a closed iterator, a broken pool
+                stop(pool)
+                if not isinstance(exc, GeneratorExit):
+                    for done, run in pending.items():
+                        if done.done() and not done.cancelled() and done.exception() is None:
+                            yield run, done.result()
+                raise
         finally:
+            pool.shutdown()
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
