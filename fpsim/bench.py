@@ -186,8 +186,11 @@ def first_calls_child(fmt: str, mode: str, n: int, calls: int = 6) -> dict[str, 
     x = inputs(n)
     fpsim.round(x[:64], fmt, mode, seed=1)
     out = np.ones_like(x)
-    cases: dict[str, Callable[[], object]] = {"copy": x.copy, "round, out=": partial(fpsim.round, x, fmt, mode, seed=1, out=out),
-             "round": partial(fpsim.round, x, fmt, mode, seed=1)}
+    cases: dict[str, Callable[[], object]] = {
+        "copy": x.copy,
+        "round, out=": partial(fpsim.round, x, fmt, mode, seed=1, out=out),
+        "round": partial(fpsim.round, x, fmt, mode, seed=1),
+    }
     times: dict[str, list[float]] = {}
     for name, func in cases.items():
         times[name] = []
