@@ -42,9 +42,11 @@ def run(session: Session) -> dict:
                 verdicts.append(dict(task=t, policy=policy, baseline=baseline, tests=tests,
                                      **compare(by_policy[policy], by_policy[baseline],
                                                better_high)))
+    diverged = [dict(task=r["task"], policy=r["policy"], seed=r["seed"], value=r["value"],
+                     why=r["divergence"]) for r in runs if r["diverged"]]
     return dict(metrics={t: task(t).metric for t in session.tasks}, rows=rows,
-                verdicts=verdicts, noise_factor=NOISE_FACTOR, min_seeds=MIN_SEEDS,
-                loss_growth=LOSS_GROWTH, chance_factor=CHANCE_FACTOR)
+                verdicts=verdicts, diverged=diverged, noise_factor=NOISE_FACTOR,
+                min_seeds=MIN_SEEDS, loss_growth=LOSS_GROWTH, chance_factor=CHANCE_FACTOR)
 
 
 DIVERGED_COLOR = "#d62728"
@@ -122,6 +124,11 @@ def markdown(result: dict, files: list[str]) -> str:
     for v in result["verdicts"]:
         lines.append(f"| {v['task']} | {v['policy']} | {v['baseline']} | {v['tests']} | "
                      + " | ".join(comparison_cells(v)) + " |")
+    if result["diverged"]:
+        lines += ["", "Diverged runs (left out of every mean and spread above):", ""]
+        lines += [f"- {d['task']}/{d['policy']}, seed {d['seed']}: {d['why']}"
+                  + ("" if d["value"] is None else f"; final metric {d['value']:.6g}")
+                  for d in result["diverged"]]
     return "\n".join(lines)
 
 

@@ -257,6 +257,9 @@ def test_every_study_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
     table = saved["studies"]["final_metrics"]
     assert {(r["task"], r["policy"]) for r in table["rows"]} == {
         (t, p) for t in tasks.TASKS for p in ABLATIONS}
+    # The tiny language model blows up without master weights: labelled, listed apart.
+    assert "- char_lstm/no_master, seed 0: final training loss" in markdown
+    assert {(d["task"], d["policy"]) for d in table["diverged"]} == {("char_lstm", "no_master")}
     hist = saved["studies"]["gradient_histograms"]["tasks"]["digits_mlp"]["weight"]
     assert sum(hist["counts"]) + hist["zeros"] == hist["total"] > 0
     assert hist["flushed"] == sorted(hist["flushed"], reverse=True)  # scaling only helps
@@ -512,3 +515,24 @@ def test_final_metrics_figure_holds_its_error_bars_and_marks_diverged_runs(tmp_p
     assert [axes[k].get_yscale() for k in ("accuracy", "bits", "loss")] == [
         "linear", "linear", "log"]
     pyplot().close(figures[0])
+
+
+def test_final_metrics_lists_the_diverged_runs_apart():
+    from fpsim.experiments import final_metrics as study
+
+    result = dict(metrics={"char_lstm": "bits"}, verdicts=[], noise_factor=3.0, min_seeds=3,
+                  loss_growth=10.0, chance_factor=2.0,
+                  rows=[dict(task="char_lstm", policy="no_master", seeds=2, diverged=2,
+                             mean=None, spread=None, min=None, max=None)],
+                  diverged=[dict(task="char_lstm", policy="no_master", seed=0, value=7952.251,
+                                 why="final metric 7952.3 is worse than 2 times chance (6.6865)"),
+                            dict(task="char_lstm", policy="no_master", seed=1, value=None,
+                                 why="the weights are not finite")])
+    text = study.markdown(result, ["final_metrics.png"])
+    assert "| no_master | 2 of 2 diverged |" in text
+    assert text.endswith(
+        "Diverged runs (left out of every mean and spread above):\n\n"
+        "- char_lstm/no_master, seed 0: final metric 7952.3 is worse than 2 times chance "
+        "(6.6865); final metric 7952.25\n"
+        "- char_lstm/no_master, seed 1: the weights are not finite")
+    assert "more than 10 times its first" in text and "fewer than 3 such runs" in text
