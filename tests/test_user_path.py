@@ -157,6 +157,14 @@ def test_a_policy_takes_keywords_and_points_to_parse_for_text(args):
     assert "parse('mixed')" in str(pytest.raises(TypeError, fpsim.Policy, "mixed").value)
 
 
+def test_help_shows_a_policys_keyword_arguments():
+    import inspect
+
+    parameters = inspect.signature(fpsim.Policy).parameters
+    assert list(parameters)[:6] == ["params", "compute", "accum", "reduce", "output", "rounding"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+
+
 def test_policies_still_pickle_copy_and_replace():
     import copy
     import pickle

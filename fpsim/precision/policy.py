@@ -11,6 +11,7 @@ master copy.
 from __future__ import annotations
 
 import contextvars
+import inspect
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -256,6 +257,12 @@ class Policy:
 
     def __exit__(self, *exc: object) -> None:
         _stack.set(_stack.get()[:-1])
+
+
+# help() and inspect show the keyword arguments (__init__'s), not __new__'s catch-all.
+_INIT = inspect.signature(Policy.__init__)
+Policy.__signature__ = _INIT.replace(  # type: ignore[attr-defined]
+    parameters=list(_INIT.parameters.values())[1:], return_annotation=inspect.Signature.empty)
 
 
 def _format(name: str, value: object) -> Format:
