@@ -164,6 +164,7 @@ def test_dask_runs_that_finish_while_ctrl_c_is_handled_are_kept(tmp_path, monkey
 def test_a_run_being_cached_when_ctrl_c_comes_is_cached_whole(tmp_path, monkeypatch):
     """SIGINT while the first record is being written: it is written, then the
     interrupt stops the rest."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own
     save = cache.Cache.save
 
     def interrupted(self, *args, **kwargs):
