@@ -17,13 +17,13 @@ ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                      "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
 
 
-def ignore_interrupts() -> None:
+def _ignore_interrupts() -> None:
     """A worker process's start: SIGINT (Ctrl-C to the terminal's process group) is
     ignored, so that the process that started it decides what happens to the runs."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def stop(pool: futures.ProcessPoolExecutor) -> None:
+def _stop(pool: futures.ProcessPoolExecutor) -> None:
     """Kill ``pool``'s worker processes at once and wait for its books to close: the
     futures that had finished keep their results, the others are cancelled or failed."""
     for process in list((pool._processes or {}).values()):  # no public way before 3.14
@@ -81,14 +81,14 @@ class LocalExecutor:
         saved = {k: os.environ.get(k) for k in ONE_THREAD}
         os.environ.update(ONE_THREAD)
         pool = futures.ProcessPoolExecutor(self.jobs, mp_context=context,
-                                           initializer=ignore_interrupts)
+                                           initializer=_ignore_interrupts)
         try:
             pending = {pool.submit(execute, run): run for run in runs}
             try:
                 for done in futures.as_completed(pending):
                     yield pending.pop(done), done.result()
             except BaseException as exc:  # Ctrl-C, a closed iterator, a broken pool
-                stop(pool)
+                _stop(pool)
                 if not isinstance(exc, GeneratorExit):
                     for done, run in pending.items():
                         if done.done() and not done.cancelled() and done.exception() is None:
