@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
@@ -135,3 +136,57 @@ def kernels(data: Any) -> AbstractContextManager[None]:
     from fpsim.backends import backend
 
     return backend("cupy")
+
+
+_PENDING: list[list[tuple[Any, str]]] = []
+
+
+def require(ok: Any, message: str) -> None:
+    """A ValueError with ``message`` unless ``ok`` (a boolean, or a 0-d boolean array).
+
+    A GPU boolean inside ``deferring()`` is not read here: the check joins the scope's
+    pending checks, read on the host with the scope's one synchronisation (a training
+    step's finiteness check). Anywhere else it is read at once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> require(np.all(np.arange(3) >= 0), "negative")
+    >>> require(False, "negative")
+    Traceback (most recent call last):
+    ...
+    ValueError: negative
+    """
+    if _PENDING and is_device_array(ok):
+        _PENDING[-1].append((ok, message))
+        return
+    if not bool(ok):
+        raise ValueError(message)
+
+
+@contextlib.contextmanager
+def deferring() -> Iterator[list[tuple[Any, str]]]:
+    """Inside, ``require`` on GPU values adds ``(ok, message)`` to the list yielded
+    instead of reading ``ok``; whoever opened the scope reads them (``raise_failed``).
+
+    Examples
+    --------
+    >>> with deferring() as pending:
+    ...     require(True, "never raised")
+    >>> pending
+    []
+    """
+    pending: list[tuple[Any, str]] = []
+    _PENDING.append(pending)
+    try:
+        yield pending
+    finally:
+        _PENDING.pop()
+
+
+def raise_failed(pending: list[tuple[Any, str]], values: Any) -> None:
+    """A ValueError with the first pending check's message whose value in ``values`` (the
+    host copy of the pending checks' booleans, in order) is false."""
+    for (_, message), ok in zip(pending, values, strict=True):
+        if not ok:
+            raise ValueError(message)

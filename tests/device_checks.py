@@ -280,6 +280,62 @@ def training_matches_the_cpu():
 
 
 @check
+def one_host_read_per_step():
+    """A Trainer step on "cuda" reads the device at most once (the finiteness check of the
+    loss scale, with cross_entropy's deferred target check), under no, a static and a
+    dynamic loss scale; the report's fields are read only when asked for, and then equal
+    the cpu's. Clipping adds one read (the norm against clip_norm)."""
+    x, y = _data()
+    for loss_scale, clip in ((None, None), (1024.0, None), ("dynamic", None),
+                             ("dynamic", 0.25)):
+        runs = {}
+        for device in ("cpu", "cuda"):
+            model = _model()
+            opt = optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+            trainer = fpsim.training.Trainer(model.to(device), opt, "fp16,order=sequential",
+                                             loss_scale=loss_scale, clip_norm=clip)
+            xs = x if device == "cpu" else fake_cupy.asarray(x)
+            target = y if device == "cpu" else fake_cupy.asarray(y)
+            reports, reads = [], []
+            for _ in range(STEPS):
+                before = fake_cupy.reads
+                reports.append(trainer.step(lambda m=model, xs=xs, t=target:
+                                            F.cross_entropy(m(xs), t)))
+                reads.append(fake_cupy.reads - before)
+            if device == "cuda":
+                allowed = 1 if clip is None else 2
+                assert max(reads) <= allowed, (loss_scale, clip, reads)
+                before = fake_cupy.reads
+                assert isinstance(reports[-1].loss, float) and fake_cupy.reads == before + 1
+                reports[-1].loss  # noqa: B018 - read once, then kept
+                assert fake_cupy.reads == before + 1
+            runs[device] = (repr(reports), [p.data for p in model.parameters()],
+                            opt.absorbed, opt.updated)
+        assert runs["cuda"][0] == runs["cpu"][0], (loss_scale, runs["cuda"][0], runs["cpu"][0])
+        assert runs["cuda"][2:] == runs["cpu"][2:]
+        for i, (got, want) in enumerate(zip(runs["cuda"][1], runs["cpu"][1], strict=True)):
+            same_bits(f"{loss_scale}: weight {i}", got, want)
+    # Out-of-range classes: outside a step, an error at once; inside one, at its read,
+    # before anything is updated.
+    logits = fpsim.tensor(np.zeros((2, 3)), device="cuda")
+    bad = fake_cupy.asarray([0, 3])
+    raises(ValueError, ("0..2",), lambda: F.cross_entropy(logits, bad))
+    for loss_scale in (None, "dynamic"):
+        model = _model().to("cuda")
+        trainer = fpsim.training.Trainer(model, optim.SGD(model.parameters(), lr=0.5),
+                                         "fp16", loss_scale=loss_scale)
+        before = [fake_cupy.asnumpy(p.data) for p in model.parameters()]
+        xs = fake_cupy.asarray(x[:2])
+        reads = fake_cupy.reads
+        raises(ValueError, ("0..2",),
+               lambda m=model, t=trainer, xs=xs: t.step(lambda: F.cross_entropy(m(xs), bad)))
+        assert fake_cupy.reads == reads + 1 and trainer.steps == 0
+        assert trainer.loss_scale.scale == (1.0 if loss_scale is None else 2.0**16)
+        for p, b in zip(model.parameters(), before, strict=True):
+            assert np.array_equal(fake_cupy.asnumpy(p.data), b)
+
+
+@check
 def optimizer_state_follows_a_moved_model():
     """One step on the cpu, the model moved to "cuda", one more step there: the momentum
     buffers follow the parameters, and the run equals two steps on the cpu."""

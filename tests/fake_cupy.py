@@ -14,6 +14,11 @@ that no reduction of CuPy's own ran).
 
 import numpy as np
 
+reads = 0
+"""Device-to-host reads so far: ``item``, ``tolist``, ``get``, ``asnumpy`` and the
+conversions ``float``, ``int``, ``bool``, ``complex`` and ``operator.index`` of a stand-in
+array (each a synchronisation on a GPU). ``__array__`` is refused outright."""
+
 calls: list[str] = []
 """The names of the NumPy functions forwarded so far (``__getattr__``) and of the ufunc
 methods other than calls (``add.reduce`` ...), in order."""
@@ -59,7 +64,36 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
         raise TypeError("Implicit conversion to a NumPy array is not allowed (fake_cupy)")
 
     def item(self):
+        _read()
         return self.view(np.ndarray).item()
+
+    def tolist(self):
+        _read()
+        return self.view(np.ndarray).tolist()
+
+    def get(self):
+        _read()
+        return np.array(self.view(np.ndarray))
+
+    def __float__(self):
+        _read()
+        return float(self.view(np.ndarray))
+
+    def __int__(self):
+        _read()
+        return int(self.view(np.ndarray))
+
+    def __bool__(self):
+        _read()
+        return bool(self.view(np.ndarray))
+
+    def __complex__(self):
+        _read()
+        return complex(self.view(np.ndarray))
+
+    def __index__(self):
+        _read()
+        return self.view(np.ndarray).__index__()
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         _refuse_host(inputs)
@@ -84,6 +118,11 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
         return "fake_cupy." + repr(self.view(np.ndarray))
 
 
+def _read():
+    global reads
+    reads += 1
+
+
 def _device(a):
     return np.asarray(a).view(ndarray)
 
@@ -97,6 +136,8 @@ def asarray(a, dtype=None):
 
 
 def asnumpy(a):
+    if isinstance(a, ndarray):
+        _read()
     return np.array(_host(a))
 
 

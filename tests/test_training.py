@@ -231,3 +231,33 @@ def test_a_trained_model_evaluates_under_its_training_policy():
     # Each sub-module remembers the policy too, and a fresh model none.
     assert all(m.policy is trainer.policy for m in model.modules())
     assert nn.Linear(2, 2).policy is None
+
+
+def test_a_cpu_report_holds_plain_numbers_and_is_a_frozen_value():
+    """On the cpu a StepReport's fields are Python numbers, as they always were; it compares,
+    hashes and pickles by its fields and cannot be changed."""
+    import dataclasses
+    import pickle
+
+    from fpsim.training import GradientCounts, StepReport
+
+    model, opt, trainer = _setup(loss_scale="dynamic")
+    x, target = np.random.default_rng(3).normal(size=(4, 4)), np.array([0, 1, 1, 0])
+    with trainer.policy:
+        want = F.cross_entropy(model(x), target).item()
+    r = trainer.step(lambda: F.cross_entropy(model(x), target))
+    kinds = (float, float, bool, float, float, float, GradientCounts, GradientCounts)
+    assert [type(getattr(r, n)) for n in StepReport.FIELDS] == list(kinds)
+    assert all(type(getattr(r.weight_grads, n)) is int
+               for n in ("total", "zero", "subnormal", "overflow"))
+    assert pickle.loads(pickle.dumps(r)) == r and hash(pickle.loads(pickle.dumps(r))) == hash(r)
+    assert r.loss == want
+    assert repr(r).startswith(f"StepReport(loss={r.loss!r}, loss_scale=65536.0, skipped=False")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.loss = 0.0  # type: ignore[misc]
+    other = StepReport(r.loss, r.loss_scale, r.skipped, r.grad_norm, r.absorbed_fraction,
+                       r.flushed_fraction, r.activation_grads, r.weight_grads)
+    assert other == r and (other != StepReport(0.0, *[getattr(r, n) for n in
+                                                      StepReport.FIELDS[1:]]))
+    # The optimizer's counts read as ints too.
+    assert type(opt.absorbed) is int and type(opt.updated) is int and opt.updated > 0

@@ -38,6 +38,9 @@ class Optimizer:
         Per-parameter state, by ``id(parameter)``.
     absorbed, updated : int
         Of the last step's nonzero updates: how many were lost, and how many there were.
+    counts : tuple
+        ``(absorbed, updated)`` where the parameters are: on a GPU, 0-d arrays there, read
+        on the host only when ``absorbed``, ``updated`` or ``absorbed_fraction`` is.
 
     Parameters
     ----------
@@ -81,8 +84,8 @@ class Optimizer:
         self.state_format = None if state_format is None else as_format(state_format)
         self.policy = policy
         self.state: dict[int, dict[str, np.ndarray]] = {}
-        self.absorbed = 0
-        self.updated = 0
+        # The last step's counts where the parameters are (0-d arrays on a GPU).
+        self.counts: tuple[Any, Any] = (0, 0)
 
     def zero_grad(self) -> None:
         """Clear every parameter's gradient (set it to None)."""
@@ -117,7 +120,7 @@ class Optimizer:
         its parameter: state left on another device (the model moved) is copied over.
         """
         policy = self._policy()
-        self.absorbed = self.updated = 0
+        self.counts = (0, 0)
         for p in self.params:
             if p.grad is None:
                 continue
@@ -162,10 +165,20 @@ class Optimizer:
         new, absorbed = numerics.subtract(p.data, u, p.format, policy)
         nonzero = delta != 0
         xp = _device.array_module(p.data)
-        # Counts read on the host (on a GPU, each a copy from the device).
-        self.absorbed += int(xp.count_nonzero(nonzero & ((u == 0) | absorbed)))
-        self.updated += int(xp.count_nonzero(nonzero))
+        # Counted where the values are: nothing is read on a GPU until asked for.
+        lost = xp.count_nonzero(nonzero & ((u == 0) | absorbed))
+        self.counts = (self.counts[0] + lost, self.counts[1] + xp.count_nonzero(nonzero))
         p.data = xp.asarray(new, dtype=p.data.dtype)
+
+    @property
+    def absorbed(self) -> int:
+        """Of the last step's nonzero updates, how many were lost (absorbed)."""
+        return int(self.counts[0])
+
+    @property
+    def updated(self) -> int:
+        """The last step's nonzero updates."""
+        return int(self.counts[1])
 
     @property
     def absorbed_fraction(self) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,16 +61,8 @@ class GradientCounts:
         -------
         GradientCounts
         """
-        fmt = as_format(fmt)
-        total = zero = subnormal = overflow = 0
-        for v in values:
-            xp = _device.array_module(v)
-            a = xp.abs(xp.asarray(v, dtype=np.float64))
-            total += a.size
-            zero += int(xp.count_nonzero(a == 0))
-            subnormal += int(xp.count_nonzero((a > 0) & (a < fmt.smallest_normal)))
-            overflow += int(xp.count_nonzero(~xp.isfinite(a)))
-        return cls(total, zero, subnormal, overflow)
+        total, counts = tally(values, fmt)
+        return cls(total, *(int(c) for c in counts))
 
     def fraction(self, name: str) -> float:
         """The count ``name`` ("zero", "subnormal" or "overflow") over ``total`` (0 if none).
@@ -84,6 +77,29 @@ class GradientCounts:
         float
         """
         return getattr(self, name) / self.total if self.total else 0.0
+
+
+def tally(values: Iterable[Any], fmt: Format | str) -> tuple[int, list[Any]]:
+    """``GradientCounts.of``'s counts where the values are: the total, and the zeros,
+    subnormals and overflows as 0-d arrays on the values' device (nothing read on a GPU).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> total, counts = tally([np.array([0.0, 1e-6, 1.0])], "fp16")
+    >>> total, [int(c) for c in counts]
+    (3, [1, 1, 0])
+    """
+    fmt = as_format(fmt)
+    total = 0
+    counts: list[Any] = [0, 0, 0]
+    for v in values:
+        xp = _device.array_module(v)
+        a = xp.abs(xp.asarray(v, dtype=np.float64))
+        total += a.size
+        masks = (a == 0, (a > 0) & (a < fmt.smallest_normal), ~xp.isfinite(a))
+        counts = [c + xp.count_nonzero(m) for c, m in zip(counts, masks, strict=True)]
+    return total, counts
 
 
 class FlushCounter:
@@ -103,6 +119,9 @@ class FlushCounter:
         Nonzero gradient values rounded to ``fmt``.
     flushed : int
         Of them, those rounded to zero.
+    counts : tuple
+        ``(flushed, nonzero)`` where the values are: on a GPU, 0-d arrays there, read
+        on the host only when ``flushed``, ``nonzero`` or ``fraction`` is.
 
     Examples
     --------
@@ -119,15 +138,25 @@ class FlushCounter:
 
     def __init__(self, fmt: Format | str):
         self.fmt = as_format(fmt)
-        self.nonzero = 0
-        self.flushed = 0
+        # The counts where the values are (0-d arrays on a GPU: read when asked for).
+        self.counts: tuple[Any, Any] = (0, 0)
 
     def __call__(self, unrounded: np.ndarray, rounded: np.ndarray, fmt: Format) -> None:
         if fmt == self.fmt:
             xp = _device.array_module(rounded)
             nonzero = xp.asarray(unrounded) != 0
-            self.nonzero += int(xp.count_nonzero(nonzero))
-            self.flushed += int(xp.count_nonzero(nonzero & (xp.asarray(rounded) == 0)))
+            flushed = xp.count_nonzero(nonzero & (xp.asarray(rounded) == 0))
+            self.counts = (self.counts[0] + flushed, self.counts[1] + xp.count_nonzero(nonzero))
+
+    @property
+    def flushed(self) -> int:
+        """Of the nonzero gradient values rounded to ``fmt``, those rounded to zero."""
+        return int(self.counts[0])
+
+    @property
+    def nonzero(self) -> int:
+        """Nonzero gradient values rounded to ``fmt``."""
+        return int(self.counts[1])
 
     @property
     def fraction(self) -> float:

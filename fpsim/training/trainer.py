@@ -6,14 +6,16 @@ clipping, the optimizer's update, and what happened, measured."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpsim import _device
 from fpsim.autograd.tensor import Tensor
+from fpsim.formats import Format
 from fpsim.nn.module import Module
 from fpsim.optim.optimizer import Optimizer
 from fpsim.precision import numerics
@@ -22,12 +24,15 @@ from fpsim.training.loss_scale import NoLossScale, as_loss_scale
 
 if TYPE_CHECKING:
     from fpsim.training.loss_scale import DynamicLossScale, StaticLossScale
-from fpsim.training.monitor import FlushCounter, GradientCounts, gradients
+from fpsim.training.monitor import FlushCounter, GradientCounts, gradients, tally
 
 
-@dataclass(frozen=True)
 class StepReport:
     """What one step did (``Trainer.step`` returns it).
+
+    On a GPU, what was counted stays there until a field is read: each field is read on
+    the host (once) when first asked for. On the CPU every field is a number already.
+    Compared, hashed and shown as a frozen dataclass of its fields.
 
     Parameters
     ----------
@@ -49,16 +54,129 @@ class StepReport:
         Zeros, subnormals and overflows among the activation gradients (compute format).
     weight_grads : GradientCounts
         The same among the weight gradients in the compute format.
+
+    Examples
+    --------
+    >>> from fpsim.training import GradientCounts, StepReport
+    >>> r = StepReport(0.5, 1.0, False, 2.0, 0.0, 0.0, GradientCounts(), GradientCounts())
+    >>> r.loss, r.grad_norm
+    (0.5, 2.0)
     """
 
-    loss: float
-    loss_scale: float
-    skipped: bool
-    grad_norm: float
-    absorbed_fraction: float
-    flushed_fraction: float
-    activation_grads: GradientCounts
-    weight_grads: GradientCounts
+    __slots__ = ("_fields",)
+    _fields: dict[str, Any]
+    FIELDS = ("loss", "loss_scale", "skipped", "grad_norm", "absorbed_fraction",
+              "flushed_fraction", "activation_grads", "weight_grads")
+
+    def __init__(self, loss: float | Deferred, loss_scale: float, skipped: bool,
+                 grad_norm: float | Deferred, absorbed_fraction: float | Deferred,
+                 flushed_fraction: float | Deferred,
+                 activation_grads: GradientCounts | Deferred,
+                 weight_grads: GradientCounts | Deferred) -> None:
+        values = (loss, loss_scale, skipped, grad_norm, absorbed_fraction, flushed_fraction,
+                  activation_grads, weight_grads)
+        object.__setattr__(self, "_fields", dict(zip(self.FIELDS, values, strict=True)))
+
+    def _read(self, name: str) -> Any:
+        value = self._fields[name]
+        if isinstance(value, Deferred):
+            value = self._fields[name] = value.read()
+        return value
+
+    @property
+    def loss(self) -> float:
+        """The loss (unscaled)."""
+        return float(self._read("loss"))
+
+    @property
+    def loss_scale(self) -> float:
+        """The scale the loss was multiplied by in backward."""
+        return float(self._read("loss_scale"))
+
+    @property
+    def skipped(self) -> bool:
+        """Whether the step was skipped."""
+        return bool(self._read("skipped"))
+
+    @property
+    def grad_norm(self) -> float:
+        """The global norm of the unscaled weight gradients, before clipping."""
+        return float(self._read("grad_norm"))
+
+    @property
+    def absorbed_fraction(self) -> float:
+        """Of the nonzero weight updates, those that left the weight unchanged."""
+        return float(self._read("absorbed_fraction"))
+
+    @property
+    def flushed_fraction(self) -> float:
+        """Of the nonzero gradient values rounded in backward, those made zero."""
+        return float(self._read("flushed_fraction"))
+
+    @property
+    def activation_grads(self) -> GradientCounts:
+        """Zeros, subnormals and overflows among the activation gradients."""
+        counts: GradientCounts = self._read("activation_grads")
+        return counts
+
+    @property
+    def weight_grads(self) -> GradientCounts:
+        """The same among the weight gradients in the compute format."""
+        counts: GradientCounts = self._read("weight_grads")
+        return counts
+
+    def _read_all(self) -> None:
+        for name in self.FIELDS:
+            self._read(name)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(self.FIELDS, self._values(), strict=True))
+        return f"StepReport({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, StepReport)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __reduce__(self) -> tuple[type[StepReport], tuple[Any, ...]]:
+        return (StepReport, self._values())
+
+
+class Deferred:
+    """A value still on the device: ``read()`` copies its arrays to the host (one read)
+    and makes it of them with ``make``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Deferred(lambda a, b: int(a) + int(b), np.int64(2), np.int64(3)).read()
+    5
+    """
+
+    __slots__ = ("make", "arrays")
+
+    def __init__(self, make: Callable[..., Any], *arrays: Any) -> None:
+        self.make = make
+        self.arrays = arrays
+
+    def read(self) -> Any:
+        """The value, its arrays read on the host together."""
+        on_gpu = [a for a in self.arrays if _device.device_of(a) == "cuda"]
+        if not on_gpu:
+            return self.make(*self.arrays)
+        xp = _device.array_module(on_gpu[0])
+        host = xp.asnumpy(xp.stack([xp.asarray(a, dtype=np.float64) for a in self.arrays]))
+        return self.make(*(host[i] for i in range(len(self.arrays))))
 
 
 class Trainer:
@@ -153,7 +271,7 @@ class Trainer:
         """
         p = self.policy
         params = self.optimizer.params
-        with p:
+        with p, _device.deferring() as pending:
             loss = closure()
             if not isinstance(loss, Tensor) or loss.size != 1:
                 raise ValueError("the closure must return the scalar loss Tensor")
@@ -165,35 +283,42 @@ class Trainer:
                 loss.backward(scale)
             acts, weights = gradients(loss, p.compute) if self.monitor else ([], [])
             grads = [t.grad for t in params if t.grad is not None]
-            found_inf = not _all_finite(grads)
-            skip = found_inf and not isinstance(self.loss_scale, NoLossScale)
-            norm = float("nan")
-            absorbed = 0.0
+            scaled = not isinstance(self.loss_scale, NoLossScale)
+            # The step's one read on a GPU: finiteness (with a loss scale) and the checks
+            # of its inputs deferred on the device (cross_entropy's target classes).
+            found_inf = not _all_finite(grads if scaled else [], pending)
+            skip = found_inf and scaled
+            norm: Any = float("nan")
+            absorbed: Any = 0.0
             if not skip:
                 for t in params:
                     if t.grad is not None and scale != 1:
                         t.grad = numerics.round(t.grad / scale, t.format, p)
                 norm = self._clip([t for t in params if t.grad is not None], p)
                 self.optimizer.step()
-                absorbed = self.optimizer.absorbed_fraction
+                absorbed = Deferred(_fraction, *self.optimizer.counts)
             self.loss_scale.update(found_inf)
         self.steps += 1
         self.skipped += int(skip)
-        return StepReport(
-            loss=float(loss.item()), loss_scale=scale, skipped=skip, grad_norm=norm,
-            absorbed_fraction=absorbed,
-            flushed_fraction=flushes.fraction if self.monitor else float("nan"),
-            activation_grads=GradientCounts.of(acts, p.compute),
-            weight_grads=GradientCounts.of(weights, p.compute),
+        report = StepReport(
+            loss=Deferred(float, loss.data.reshape(())), loss_scale=scale, skipped=skip,
+            grad_norm=Deferred(float, norm), absorbed_fraction=absorbed,
+            flushed_fraction=Deferred(_fraction, *flushes.counts) if self.monitor
+            else float("nan"),
+            activation_grads=_counts(acts, p.compute),
+            weight_grads=_counts(weights, p.compute),
         )
+        if _device.device_of(loss.data) == "cpu":
+            report._read_all()  # nothing to wait for: plain numbers, as they always were
+        return report
 
-    def _clip(self, params: list[Any], p: Policy) -> float:  # Parameters with a .grad
-        """The global gradient norm (in binary64); rescale to ``clip_norm`` if above."""
+    def _clip(self, params: list[Any], p: Policy) -> Any:  # Parameters with a .grad
+        """The global gradient norm (in binary64; a 0-d array on the gradients' device);
+        rescale to ``clip_norm`` if above (on a GPU, the comparison is a read)."""
         if not params:
             return 0.0
         xp = _device.array_module(params[0].grad)
-        # One copy to the host on a GPU, where the sums are CuPy's (binary64, its order).
-        norm = float(xp.sqrt(sum(xp.sum(xp.square(t.grad.astype(np.float64))) for t in params)))
+        norm = xp.sqrt(sum(xp.sum(xp.square(t.grad.astype(np.float64))) for t in params))
         if self.clip_norm is not None and norm > self.clip_norm:
             factor = self.clip_norm / (norm + 1e-6)
             for t in params:
@@ -201,10 +326,35 @@ class Trainer:
         return norm
 
 
-def _all_finite(grads: list[Any]) -> bool:
-    """Whether every gradient is finite: one answer read on the host (on a GPU, the step's
-    one synchronisation of the loss scale, as in PyTorch's GradScaler)."""
-    if not grads:
+def _fraction(part: Any, whole: Any) -> float:
+    """``part / whole`` as a Python float, 0 when ``whole`` is 0."""
+    return float(part) / float(whole) if whole else 0.0
+
+
+def _counts(values: list[Any], fmt: Format) -> Deferred:
+    """``GradientCounts`` of ``values``: counted now where they are, made when read."""
+    total, counts = tally(values, fmt)
+    return Deferred(functools.partial(_gradient_counts, total), *counts)
+
+
+def _gradient_counts(total: int, *counts: Any) -> GradientCounts:
+    return GradientCounts(total, *(int(c) for c in counts))
+
+
+def _all_finite(grads: list[Any], pending: list[tuple[Any, str]]) -> bool:
+    """Whether every gradient is finite, and the ``pending`` checks raised if one failed:
+    one read on the host (on a GPU, the step's one synchronisation, as in PyTorch's
+    GradScaler)."""
+    if not grads and not pending:
+        return True
+    if not grads:  # only the deferred checks (no loss scale)
+        xp = _device.array_module(pending[0][0])
+        _device.raise_failed(pending, xp.asnumpy(xp.stack([ok for ok, _ in pending])))
         return True
     xp = _device.array_module(grads[0])
-    return bool(xp.stack([xp.isfinite(g).all() for g in grads]).all())
+    finite = xp.stack([xp.isfinite(g).all() for g in grads]).all()
+    if not pending:
+        return bool(finite)
+    host = xp.asnumpy(xp.stack([finite] + [ok for ok, _ in pending]))
+    _device.raise_failed(pending, host[1:])
+    return bool(host[0])
