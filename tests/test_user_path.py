@@ -206,7 +206,11 @@ def test_parse_still_applies_presets_then_keys_and_overrides_apart():
     lambda seed: fpsim.round([0.1, 0.2], "bf16", "toward_zero", seed=seed),
     lambda seed: fpsim.add(0.5, 2.0**-12, "fp16", "up", seed=seed),
     lambda seed: fpsim.sqrt(np.array([2.0]), "fp16", "odd", seed=seed),
-], ids=["round", "round toward_zero", "add up", "sqrt odd"])
+    lambda seed: fpsim.sum(np.full(8, 0.5), accum="fp16", seed=seed),
+    lambda seed: fpsim.matmul(np.ones((2, 3)), np.ones((3, 2)), accum="bf16",
+                              rounding="toward_zero", seed=seed),
+    lambda seed: fpsim.dot(np.ones(3), np.ones(3), accum="fp16", order="pairwise", seed=seed),
+], ids=["round", "round toward_zero", "add up", "sqrt odd", "sum", "matmul", "dot"])
 def test_a_seed_without_stochastic_rounding_is_warned_about_where_it_is_given(call):
     with pytest.warns(UserWarning, match="seed does nothing with rounding '[a-z_]+', which "
                                          "draws no random bits") as caught:
@@ -234,6 +238,9 @@ def test_a_bad_seed_is_named_whatever_the_mode(seed):
     for mode in ("stochastic", "nearest_even"):
         with pytest.raises(ValueError, match=r"^seed must be an integer in 0\.\.2\*\*64-1"):
             fpsim.round(0.1, "fp16", mode, seed=seed)
+        with pytest.raises(ValueError, match=r"^seed must be an integer in 0\.\.2\*\*64-1"):
+            fpsim.matmul(np.ones((1, 2)), np.ones((2, 1)), accum="fp16", rounding=mode,
+                         seed=seed)
 
 
 @pytest.mark.parametrize("x, axis", [(np.array(1.0), 0), (np.array(1.0), -1), (2.5, 0),

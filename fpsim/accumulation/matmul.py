@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from fpsim._checks import boolean
-from fpsim._elementwise import stream_key
+from fpsim._elementwise import random_key
 from fpsim._inputs import array_module, as_dtype, as_float_array, result_dtype
 from fpsim._workspace import scratch
 from fpsim.accumulation.blocks import block_matmul
@@ -17,7 +17,6 @@ from fpsim.accumulation.stats import AccumulationStats
 from fpsim.backends import get_backend
 from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
 from fpsim.kernels.spec import Spec, make_spec
-from fpsim.modes import STOCHASTIC
 from fpsim.rounding import round as round_to
 
 if TYPE_CHECKING:
@@ -66,6 +65,7 @@ def accumulate(
     if products not in PRODUCTS:
         raise ValueError(f"unknown products {products!r}; known: {', '.join(PRODUCTS)}")
     fmt, spec = accumulation_spec(accum, rounding, subnormals, saturate, random_bits)
+    key = random_key(seed, spec.mode)  # a seed is checked (and warned about) in every mode
     stats = boolean(stats, "stats")
     out_fmt = None if out is None else as_format(out)
     dtype = result_dtype(a, b, (out_fmt or fmt).dtype)
@@ -94,7 +94,6 @@ def accumulate(
         c0 = initial(c, shape, fmt, spec, xp)
         rows, n = a2.shape[0], b3.shape[2]
         result = xp.empty((rows, n))
-        key = stream_key(seed) if spec.mode == STOCHASTIC else None
         counts = get_backend().accumulate(
             a2, b3, c0.reshape(rows, n), result, spec, key=key,
             order="pairwise" if order == "pairwise" else "sequential",
