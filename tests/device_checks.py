@@ -336,6 +336,46 @@ def one_host_read_per_step():
 
 
 @check
+def gradient_norm_and_clipping_match_the_cpu():
+    """The gradient norm and clipping on "cuda" run NumPy's summation order by elementwise
+    additions (no CuPy sum): reports and weights are the cpu's bits, with parameters long
+    enough for NumPy's pairwise blocks (320 and 48 elements), clipping every step."""
+    from fpsim.precision.numerics import float64_sum
+
+    rng = np.random.default_rng(4)
+    for shape in [(5,), (129,), (3, 300), (40, 30)]:
+        for order in ("C", "F"):
+            a = np.asarray(rng.random(shape) * 10.0 ** rng.integers(-8, 8, shape), order=order)
+            fake_cupy.calls.clear()
+            got = float64_sum(fake_cupy.asarray(a) if order == "C" else
+                              fake_cupy.asarray(a.T).T)
+            assert not [c for c in fake_cupy.calls if c in REDUCTIONS], fake_cupy.calls
+            same_bits(f"float64_sum {shape} {order}", got.reshape(1), np.sum(a).reshape(1))
+    x, y = rng.normal(size=(6, 20)), np.array([0, 2, 1, 2, 0, 1])
+    for text in ("fp16,order=sequential", "mixed,order=pairwise"):
+        runs = {}
+        for device in ("cpu", "cuda"):
+            nn.manual_seed(0)
+            model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 3))
+            opt = optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+            trainer = fpsim.training.Trainer(model.to(device), opt, text,
+                                             loss_scale="dynamic", clip_norm=0.05)
+            xs = x if device == "cpu" else fake_cupy.asarray(x)
+            target = y if device == "cpu" else fake_cupy.asarray(y)
+            fake_cupy.calls.clear()
+            reports = [trainer.step(lambda m=model, xs=xs, t=target: F.cross_entropy(m(xs), t))
+                       for _ in range(STEPS)]
+            if device == "cuda":
+                own = [c for c in fake_cupy.calls if c in REDUCTIONS]
+                assert not own, f"{text}: CuPy's own reductions ran: {own}"
+            runs[device] = (repr(reports), [p.data for p in model.parameters()])
+            assert all(r.grad_norm > 0.05 for r in reports if not r.skipped), reports
+        assert runs["cuda"][0] == runs["cpu"][0], (runs["cuda"][0], runs["cpu"][0])
+        for i, (got, want) in enumerate(zip(runs["cuda"][1], runs["cpu"][1], strict=True)):
+            same_bits(f"{text}: weight {i}", got, want)
+
+
+@check
 def optimizer_state_follows_a_moved_model():
     """One step on the cpu, the model moved to "cuda", one more step there: the momentum
     buffers follow the parameters, and the run equals two steps on the cpu."""

@@ -261,3 +261,21 @@ def test_a_cpu_report_holds_plain_numbers_and_is_a_frozen_value():
                                                       StepReport.FIELDS[1:]]))
     # The optimizer's counts read as ints too.
     assert type(opt.absorbed) is int and type(opt.updated) is int and opt.updated > 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 127, 128, 129, 136, 255, 256, 1000, 4097, 70001])
+def test_pairwise_sum_is_numpys_sum(n):
+    """The gradient norm's sum on a GPU (elementwise additions in NumPy's pairwise order)
+    equals NumPy's own sum bit for bit, over lengths around its block sizes and values
+    spread over 16 decades (where another order would differ)."""
+    from fpsim.precision.numerics import float64_sum, pairwise_sum
+
+    rng = np.random.default_rng(n)
+    a = rng.random(n) * 10.0 ** rng.integers(-8, 8, n)
+    got = pairwise_sum(a)
+    assert got.shape == () and got.tobytes() == np.sum(a).tobytes()
+    # float64_sum's memory order of a dense array is NumPy's order for any layout.
+    cube = rng.random((6, 10, 7)) * 10.0 ** rng.integers(-8, 8, (6, 10, 7))
+    for view in (cube, cube.transpose(2, 0, 1), np.asfortranarray(cube)):
+        squares = np.square(view)
+        assert pairwise_sum(squares.ravel(order="K")) == np.sum(squares) == float64_sum(squares)

@@ -8,6 +8,7 @@ sums run on the ``cupy`` backend's kernels, native ones are CuPy's own arithmeti
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from typing import TYPE_CHECKING, Any
@@ -186,3 +187,93 @@ def sum(x: np.ndarray, axis: int | Sequence[int] | None, policy: Policy, keepdim
     if keepdims:
         total = total.reshape(tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
     return total
+
+
+
+# NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src): runs of at most
+# PAIRWISE_BLOCK elements summed with 8 accumulators, longer runs split in two (the first
+# part a multiple of 8 long) and the two parts' sums added.
+PAIRWISE_BLOCK = 128
+
+
+@functools.lru_cache(maxsize=64)
+def _pairwise_plan(n: int) -> tuple[list[tuple[int, Any, Any]], list[tuple[Any, Any, Any]],
+                                    int, int]:
+    """NumPy's summation tree of ``n >= 8`` elements, its nodes numbered: the blocks by
+    length (length, nodes, first elements), the sums above them by height (nodes, left
+    and right nodes), the root and the number of nodes."""
+    blocks: list[tuple[int, int, int]] = []  # (node, first element, length)
+    joins: list[tuple[int, int, int, int]] = []  # (node, height, left, right)
+
+    def build(start: int, length: int) -> tuple[int, int]:  # (node, height)
+        if length <= PAIRWISE_BLOCK:
+            blocks.append((len(blocks) + len(joins), start, length))
+            return blocks[-1][0], 0
+        half = length // 2 - (length // 2) % 8
+        (left, hl), (right, hr) = build(start, half), build(start + half, length - half)
+        joins.append((len(blocks) + len(joins), max(hl, hr) + 1, left, right))
+        return joins[-1][0], joins[-1][1]
+
+    root, _ = build(0, n)
+    by_length = [(m, np.array([b[0] for b in blocks if b[2] == m]),
+                  np.array([b[1] for b in blocks if b[2] == m]))
+                 for m in sorted({b[2] for b in blocks})]
+    levels = [tuple(np.array([j[k] for j in joins if j[1] == h]) for k in (0, 2, 3))
+              for h in sorted({j[1] for j in joins})]
+    return by_length, levels, root, len(blocks) + len(joins)  # type: ignore[return-value]
+
+
+def pairwise_sum(flat: Any) -> Any:
+    """NumPy's binary64 sum of the 1-d float64 array ``flat`` (``np.add.reduce``: pairwise,
+    8 accumulators per block), as a 0-d array on its device, by elementwise additions.
+
+    The same additions in the same order on either device: on a GPU, CUDA's binary64
+    addition is IEEE's as NumPy's, so the sum has the CPU's bits, where CuPy's own
+    reduction adds in another order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).random(1000) * 1e8
+    >>> bool(pairwise_sum(x) == np.sum(x)), bool(pairwise_sum(x) == np.sum(np.sort(x)))
+    (True, False)
+    """
+    xp = array_module(flat)
+    n = flat.shape[0]
+    if n < 8:
+        total = xp.zeros(1)
+        for i in range(n):
+            total = total + flat[i:i + 1]
+        return total.reshape(())
+    by_length, levels, root, nodes = _pairwise_plan(n)
+    sums = xp.zeros(nodes)
+    for m, node, first in by_length:
+        rows = flat[xp.asarray(first[:, None] + np.arange(m))]
+        acc = rows[:, :8]
+        full = m - m % 8
+        for i in range(8, full, 8):
+            acc = acc + rows[:, i:i + 8]
+        a = [acc[:, j] for j in range(8)]
+        block = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+        for i in range(full, m):
+            block = block + rows[:, i]
+        sums[xp.asarray(node)] = block
+    for node, left, right in levels:
+        sums[xp.asarray(node)] = sums[xp.asarray(left)] + sums[xp.asarray(right)]
+    return sums[root:root + 1].reshape(())
+
+
+def float64_sum(x: Any) -> Any:
+    """``np.sum(x)`` of a float64 array, with NumPy's bits on either device: NumPy's own
+    on the host, ``pairwise_sum`` of the elements in memory order (NumPy's order for a
+    dense array) on a GPU. A 0-d array (or NumPy scalar) on ``x``'s device.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(float64_sum(np.full((3, 4), 0.1)))
+    1.2
+    """
+    if array_module(x) is np:
+        return np.sum(x)
+    return pairwise_sum(x.ravel(order="K"))

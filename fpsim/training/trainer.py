@@ -313,12 +313,15 @@ class Trainer:
         return report
 
     def _clip(self, params: list[Any], p: Policy) -> Any:  # Parameters with a .grad
-        """The global gradient norm (in binary64; a 0-d array on the gradients' device);
-        rescale to ``clip_norm`` if above (on a GPU, the comparison is a read)."""
+        """The global gradient norm (in binary64, NumPy's sums: the same bits on either
+        device; a 0-d array on the gradients' device); rescale to ``clip_norm`` if above
+        (on a GPU, the comparison is a read)."""
         if not params:
             return 0.0
         xp = _device.array_module(params[0].grad)
-        norm = xp.sqrt(sum(xp.sum(xp.square(t.grad.astype(np.float64))) for t in params))
+        # NumPy's sums on either device (on a GPU, its order by elementwise additions).
+        norm = xp.sqrt(sum(numerics.float64_sum(xp.square(t.grad.astype(np.float64)))
+                           for t in params))
         if self.clip_norm is not None and norm > self.clip_norm:
             factor = self.clip_norm / (norm + 1e-6)
             for t in params:
