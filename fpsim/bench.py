@@ -207,21 +207,23 @@ def first_calls_child(fmt: str, mode: str, n: int, calls: int = 6) -> dict[str, 
     return times
 
 
-def run_first_calls(n: int = 10_000_000, processes: int = 3) -> list[tuple]:
+def run_first_calls(n: int = 10_000_000, processes: int = 3,
+                    warm_up: bool = True) -> list[tuple]:
     """Rows of (what, format, mode, first call's ms, median ms of the later ones, their
     ratio, the ms of each call), the medians over ``processes`` fresh processes (after one
-    more, discarded, that compiles whatever Numba's disk cache lacks)."""
+    more, discarded, that compiles whatever Numba's disk cache lacks, with ``warm_up``)."""
     rows = []
     for fmt, mode in FIRST_CALLS:
         code = (f"import json, fpsim.bench as b; "
                 f"print(json.dumps(b.first_calls_child({fmt!r}, {mode!r}, {n})))")
         runs = []
-        for _ in range(processes + 1):
+        for _ in range(processes + warm_up):
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                   check=True)
             runs.append(json.loads(done.stdout.splitlines()[-1]))
-        for name in runs[1]:
-            calls = np.median([r[name] for r in runs[1:]], axis=0)
+        runs = runs[warm_up:]
+        for name in runs[0]:
+            calls = np.median([r[name] for r in runs], axis=0)
             steady = float(np.median(calls[1:]))
             what = "x.copy()" if name == "copy" else name
             rows.append((what, fmt, mode, float(calls[0]), steady, float(calls[0]) / steady,
