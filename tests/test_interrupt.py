@@ -25,6 +25,7 @@ from fpsim.sweep import (
     Run,
     ablation,
     cache,
+    engine,
     local,
     train_missing,
 )
@@ -179,3 +180,22 @@ def test_a_run_being_cached_when_ctrl_c_comes_is_cached_whole(tmp_path, monkeypa
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [
         store.path("runs", runs[0].config(), runs[0].label).name]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_between_two_runs_keeps_the_run_in_hand(tmp_path, monkeypatch):
+    """SIGINT after the executor handed over a run and before it is being cached (the
+    interrupt is raised in the sweep, not in the executor): that run is cached too."""
+    held = engine._held_interrupts
+    entered = []
+
+    def interrupted_on_the_first_entry():
+        entered.append(len(entered))
+        if len(entered) == 1:
+            raise KeyboardInterrupt
+        return held()
+
+    monkeypatch.setattr(engine, "_held_interrupts", interrupted_on_the_first_entry)
+    runs, store = _runs(3), Cache(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        train_missing(store, runs, LocalExecutor(1), stream=io.StringIO())
+    assert _cached(store, runs) == [0] and entered == [0, 1]

@@ -3,6 +3,7 @@ under its configuration; the records, their table over seeds and the verdicts.""
 
 from __future__ import annotations
 
+import inspect
 import signal
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -100,21 +101,29 @@ def train_missing(cache: Cache, runs: Iterable[Run], executor: Executor,
 
     outcomes = executor.results(missing, on_step)
     interrupted = thrown = False
+    item: tuple[Run, Outcome] | None = None  # yielded, not kept yet
     try:
         while True:
             try:
-                if interrupted and not thrown:
+                if item is None and interrupted and not thrown:
                     # The executor stops the runs, yields those that had finished and
                     # raises the interrupt again.
                     thrown = True
-                    run, outcome = outcomes.throw(KeyboardInterrupt())
-                else:
-                    run, outcome = next(outcomes)
+                    item = outcomes.throw(KeyboardInterrupt())
+                elif item is None:
+                    item = next(outcomes)
+                with _held_interrupts() as held:
+                    keep(*item)
+                    item = None
+                interrupted = interrupted or bool(held)
             except StopIteration:
                 break
-            with _held_interrupts() as held:
-                keep(run, outcome)
-            interrupted = interrupted or bool(held)
+            except KeyboardInterrupt:
+                # Raised here, between two runs, not in the executor (still suspended,
+                # so it has not stopped the runs): keep the run in hand, then throw.
+                if thrown or inspect.getgeneratorstate(outcomes) != inspect.GEN_SUSPENDED:
+                    raise
+                interrupted = True
     finally:
         outcomes.close()
     if interrupted:
