@@ -44,13 +44,13 @@ def test_fpsim_reproduce_on_dask_without_dask_is_one_line(tmp_path):
 def test_the_command_checks_dask_before_making_its_folder(no_dask, tmp_path, capsys):
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exc:
-        command.main(["--scheduler", "tcp://10.0.0.5:8786", "--out", str(out)])
+        command.main(["--scheduler", "tcp://127.0.0.1:8786", "--out", str(out)])
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"fpsim reproduce: error: {MISSING}"
     assert not out.exists()
 
 
-@pytest.mark.parametrize("executor", ["local:2", "tcp://10.0.0.5:8786"])
+@pytest.mark.parametrize("executor", ["local:2", "tcp://127.0.0.1:8786"])
 def test_a_sweep_on_dask_without_dask_names_the_extra(no_dask, tmp_path, executor):
     with pytest.raises(MissingDependency) as info:
         sweep(tiny(), ["fp32"], 1, cache=tmp_path / "cache", executor=executor)
@@ -98,3 +98,24 @@ def test_a_reproduction_says_how_many_runs_came_from_the_cache(tmp_path, monkeyp
               for out in (first, again)]
     assert counts == [["0 runs from the cache, 4 to train"], ["4 runs from the cache, 0 to train"]]
     assert "from the cache" not in first.out + again.out  # progress goes to stderr
+    # what was written goes to stdout, as in fpsim compare
+    for out in (first, again):
+        assert out.out.startswith(f"wrote {tmp_path / 'results.md'}, results.json and figures")
+        assert "wrote" not in out.err
+
+
+def test_an_unreachable_scheduler_is_one_line_and_leaves_no_folder(tmp_path, capsys,
+                                                                  monkeypatch):
+    address = "tcp://127.0.0.1:8786"
+
+    def unreachable(executor):
+        raise ConnectionError(f"cannot reach the Dask scheduler at {address}: timed out")
+
+    monkeypatch.setattr(DaskExecutor, "client", unreachable)  # no 20 s wait for a refusal
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        command.main(["--scheduler", address, "--out", str(out)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"fpsim reproduce: error: cannot reach the Dask scheduler at {address}: timed out")
+    assert not out.exists()

@@ -102,7 +102,8 @@ def test_ctrl_c_keeps_finished_runs_and_cancels_the_rest(client, tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         sweep(tiny(steps=30), ABLATIONS, seeds=4, cache=tmp_path,
               executor=DaskExecutor(client), stream=io.StringIO())
-    assert len(list((tmp_path / "runs").iterdir())) == 1
+    # the first, and any that finished beside it while the interrupt was handled
+    assert 1 <= len(list((tmp_path / "runs").iterdir())) <= 2
 
     def tasks_left(dask_scheduler):
         return len(dask_scheduler.tasks)

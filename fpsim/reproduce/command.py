@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         session = Session(out=Path(args.out), budget=args.budget, seeds=seeds,
                           tasks=tuple(args.tasks), policies=tuple(args.policies),
                           jobs=args.jobs, stream=sys.stderr, executor=args.scheduler)
-    except (ValueError, MissingDependency) as exc:
+    except (ValueError, MissingDependency, ConnectionError) as exc:
         parser().error(str(exc))
     started = time.perf_counter()
     try:
@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         session.executor.close()
+    # What was written goes to stdout, progress to stderr (as fpsim compare does).
     print(f"wrote {session.out / 'results.md'}, results.json and figures in "
-          f"{time.perf_counter() - started:.0f}s", file=sys.stderr)
+          f"{time.perf_counter() - started:.0f}s")
     return 0
 
 

@@ -15,6 +15,7 @@ from fpsim.reproduce.ablations import ABLATIONS, ablation
 from fpsim.reproduce.tasks import TASKS, task
 from fpsim.sweep import Cache, Run, as_executor, train_missing
 from fpsim.sweep.cache import digest
+from fpsim.sweep.cluster import DaskExecutor
 from fpsim.sweep.provenance import identity
 
 RunSpec = tuple[str, str, int]  # (task, policy, seed)
@@ -58,6 +59,8 @@ class Session:
         if self.jobs < 1:
             raise ValueError(f"jobs must be at least 1, got {self.jobs}")
         self.executor = as_executor(self.executor, self.jobs)
+        if isinstance(self.executor, DaskExecutor) and isinstance(self.executor.scheduler, str):
+            self.executor.client()  # unreachable: a ConnectionError, before the folder is made
         self.out = output_folder(self.out)
         self.cache = Cache(self.out / "cache")
 
