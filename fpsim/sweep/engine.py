@@ -161,7 +161,9 @@ class SweepResult:
         ...) and ``failed``, the runs that raised.
     verdicts : list of dict
         Per task and ablation other than the reference: ``compare`` against the
-        reference (worse beyond 3 spreads, better, within noise, unknown).
+        reference: "diverged in k of n" when runs diverged, else worse or better
+        beyond 3 spreads, within noise, or undecided with fewer than 3 seeds that did
+        not diverge (``fpsim.sweep.statistics.compare``).
     reference : str
         The ablation the verdicts compare with.
     trained : list of str
