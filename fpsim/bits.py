@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from fpsim._dtypes import is_ml_dtype
-from fpsim._inputs import as_float_array
+from fpsim._inputs import _refuse_masks, as_float_array
 from fpsim.backends import get_backend
 from fpsim.backends.protocol import is_device_array
 from fpsim.formats import PRESETS, Format, as_format
@@ -129,6 +129,7 @@ def from_bits(bits: npt.ArrayLike, fmt: FormatLike) -> Any:
     if is_device_array(bits):
         raise ValueError("bits: a GPU array; from_bits takes host arrays: copy it with "
                          "cupy.asnumpy first")
+    _refuse_masks(bits, "bits")
     arr = np.asarray(bits)
     if arr.dtype.kind not in "iu":
         raise ValueError(f"bits: expected an integer array, got dtype {arr.dtype}")

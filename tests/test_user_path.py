@@ -279,6 +279,8 @@ MASKED = np.ma.array([1e9, 1.0], mask=[True, False])
     (lambda: fpsim.tensor(MASKED), "data"),
     (lambda: fpsim.tensor([1.0, 2.0]) + MASKED, "data"),
     (lambda: ft.assert_bits_equal(MASKED, [1.0, 1.0], "fp32"), "actual"),
+    (lambda: fpsim.from_bits(np.ma.array([0x3C00, 0x7C00], mask=[False, True]), "fp16"),
+     "bits"),
 ])
 def test_a_masked_array_with_masked_elements_is_refused_not_unmasked(call, name):
     with pytest.raises(ValueError, match=rf"^{name}: a masked array \(numpy\.ma\) with 1 masked "
