@@ -67,6 +67,17 @@ def raises(kind, words, func) -> None:
     raise AssertionError(f"no {kind.__name__} raised")
 
 
+def counted_steps(trainer, model, xs, target):
+    """``STEPS`` steps of ``trainer`` on ``cross_entropy(model(xs), target)``: their reports,
+    and how many device-to-host reads each made."""
+    reports, reads = [], []
+    for _ in range(STEPS):
+        before = fake_cupy.reads
+        reports.append(trainer.step(lambda: F.cross_entropy(model(xs), target)))
+        reads.append(fake_cupy.reads - before)
+    return reports, reads
+
+
 class Launches:
     """Counts the cupy backend's kernel calls (roundings, elementwise, accumulations)."""
 
@@ -148,10 +159,7 @@ def mixing_devices_is_an_error():
     for y in (a * 2, 1 - a, a / np.float64(4)):
         assert y.device == "cuda"
     # What is not yet supported on the device says so.
-    raises(NotImplementedError, ("conv2d", "cuda"),
-           lambda: F.conv2d(fpsim.tensor(np.ones((1, 1, 2, 2)), device="cuda"),
-                            fpsim.tensor(np.ones((1, 1, 1, 1)), device="cuda")))
-    raises(NotImplementedError, ("embedding", "cuda"),
+    raises(ValueError, ("embedding",) + words,
            lambda: F.embedding(np.array([0]), fpsim.tensor(np.ones((2, 2)), device="cuda")))
     with fpsim.precision.parse("fp64"):
         raises(NotImplementedError, ("fp64", "cuda"),
@@ -296,12 +304,7 @@ def one_host_read_per_step():
                                              loss_scale=loss_scale, clip_norm=clip)
             xs = x if device == "cpu" else fake_cupy.asarray(x)
             target = y if device == "cpu" else fake_cupy.asarray(y)
-            reports, reads = [], []
-            for _ in range(STEPS):
-                before = fake_cupy.reads
-                reports.append(trainer.step(lambda m=model, xs=xs, t=target:
-                                            F.cross_entropy(m(xs), t)))
-                reads.append(fake_cupy.reads - before)
+            reports, reads = counted_steps(trainer, model, xs, target)
             if device == "cuda":
                 allowed = 1 if clip is None else 2
                 assert max(reads) <= allowed, (loss_scale, clip, reads)
@@ -376,6 +379,62 @@ def gradient_norm_and_clipping_match_the_cpu():
 
 
 @check
+def cnn_and_embedding_match_the_cpu():
+    """conv2d (im2col on the device) and embedding on "cuda": a small CNN's and an
+    embedding model's forward, backward and a training step give the cpu's bits, with no
+    CuPy reduction; repeated ids' gradients add in np.add.at's order."""
+    from fpsim.autograd.shape import add_at
+
+    rng = np.random.default_rng(6)
+    # Terms over 16 decades, one row named 30 times: only np.add.at's order gives its bits.
+    ids = np.concatenate([np.zeros(30, dtype=np.int64), rng.integers(0, 5, 30)])
+    rng.shuffle(ids)
+    rows = rng.normal(size=(60, 3)) * 10.0 ** rng.integers(-8, 8, (60, 3))
+    start = rng.normal(size=(5, 3))
+    want, backwards = start.copy(), start.copy()
+    np.add.at(want, ids, rows)
+    np.add.at(backwards, ids[::-1], rows[::-1])
+    assert not np.array_equal(want, backwards)  # the order shows in the bits
+    got = fake_cupy.asarray(start)
+    fake_cupy.calls.clear()
+    add_at(got, fake_cupy.asarray(ids), fake_cupy.asarray(rows))
+    assert "add.at" not in fake_cupy.calls, fake_cupy.calls
+    same_bits("add_at", got, want)
+    images = rng.normal(size=(2, 1, 5, 5))
+    labels = np.array([1, 0])
+    tokens = np.array([[1, 4, 1, 1], [0, 4, 2, 1]])
+    for name, make, data in (
+        ("cnn", lambda: nn.Sequential(nn.Conv2d(1, 2, 3, stride=1, padding=1), nn.ReLU(),
+                                      nn.Conv2d(2, 2, 2, stride=2), nn.Flatten(),
+                                      nn.Linear(8, 2)), images),
+        ("embedding", lambda: nn.Sequential(nn.Embedding(5, 3), nn.Flatten(),
+                                            nn.Linear(12, 2)), tokens)):
+        runs = {}
+        for device in ("cpu", "cuda"):
+            nn.manual_seed(0)
+            model = make()
+            opt = optim.SGD(model.parameters(), lr=0.5)
+            trainer = fpsim.training.Trainer(model.to(device), opt, "mixed,order=sequential",
+                                             loss_scale="dynamic")
+            xs = data if device == "cpu" else fake_cupy.asarray(data)
+            target = labels if device == "cpu" else fake_cupy.asarray(labels)
+            fake_cupy.calls.clear()
+            reports, reads = counted_steps(trainer, model, xs, target)
+            if device == "cuda":
+                own = [c for c in fake_cupy.calls if c in REDUCTIONS + ("add.at",)]
+                assert not own, f"{name}: CuPy's own reductions ran: {own}"
+                # The embedding's backward reads its ids' largest repeat count.
+                assert reads == [1 if name == "cnn" else 2] * STEPS, (name, reads)
+            runs[device] = (repr(reports), [p.data for p in model.parameters()])
+        assert runs["cuda"][0] == runs["cpu"][0], (name, runs["cuda"][0], runs["cpu"][0])
+        for i, (got, want) in enumerate(zip(runs["cuda"][1], runs["cpu"][1], strict=True)):
+            same_bits(f"{name}: weight {i}", got, want)
+    # Ids out of range: an error at once outside a step (and at the step's read inside).
+    table = fpsim.tensor(np.ones((3, 2)), device="cuda")
+    raises(ValueError, ("0..2",), lambda: F.embedding(fake_cupy.asarray([0, 3]), table))
+
+
+@check
 def optimizer_state_follows_a_moved_model():
     """One step on the cpu, the model moved to "cuda", one more step there: the momentum
     buffers follow the parameters, and the run equals two steps on the cpu."""
@@ -432,9 +491,9 @@ def monitors_count_on_the_device():
 # test_gradcheck's operation cases whose builders hold host arrays (targets, running
 # statistics): on "cuda" their operations must refuse them, naming both devices.
 HOST_CONSTANTS = ("cross_entropy_", "mse_loss_", "batch_norm_2d_", "batch_norm_3d_",
-                  "batch_norm_4d_")
+                  "batch_norm_4d_", "embedding_")
 # Operations not yet on the GPU: a NotImplementedError naming "cuda".
-REFUSED = ("conv2d_", "embedding_", "getitem_repeated_", "getitem_operator_repeated")
+REFUSED = ()
 
 
 @check

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from fpsim._checks import integer_pair
+from fpsim._device import array_module
 from fpsim._inputs import as_float_array
 from fpsim.accumulation.matmul import matmul
 
@@ -18,16 +19,29 @@ if TYPE_CHECKING:
 Pair = tuple[int, int]
 
 
+def pad2d(x: np.ndarray, top: int, bottom: int, left: int, right: int) -> np.ndarray:
+    """``x`` (N, C, H, W) with zeros added above, below, left and right (``np.pad``'s
+    zeros), on ``x``'s device."""
+    n, ch, h, w = x.shape
+    padded: np.ndarray = array_module(x).zeros((n, ch, h + top + bottom, w + left + right),
+                                               x.dtype)
+    padded[:, :, top:top + h, left:left + w] = x
+    return padded
+
+
 def im2col(x: np.ndarray, kh: int, kw: int, stride: Pair, padding: Pair) -> np.ndarray:
-    """Patches of ``x`` (N, C, H, W) as rows (N, OH*OW, C*KH*KW), K running over (c, kh, kw)."""
+    """Patches of ``x`` (N, C, H, W) as rows (N, OH*OW, C*KH*KW), K running over (c, kh, kw);
+    on ``x``'s device (NumPy's or CuPy's arrays)."""
     n, ch, h, w = x.shape
     (sh, sw), (ph, pw) = stride, padding
-    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    padded = pad2d(x, ph, ph, pw, pw)
     oh = (h + 2 * ph - kh) // sh + 1
     ow = (w + 2 * pw - kw) // sw + 1
-    windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
-    windows = windows[:, :, ::sh, ::sw][:, :, :oh, :ow]  # (N, C, OH, OW, KH, KW)
-    patches: np.ndarray = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n, oh * ow, ch * kh * kw)
+    # Each kernel offset's strided slice (N, C, OH, OW), stacked to (N, C, KH*KW, OH, OW).
+    shifted = [padded[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+               for i in range(kh) for j in range(kw)]
+    windows = array_module(x).stack(shifted, axis=2)
+    patches: np.ndarray = windows.transpose(0, 3, 4, 1, 2).reshape(n, oh * ow, ch * kh * kw)
     return patches
 
 
@@ -59,7 +73,8 @@ def correlate(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
     ow = (wd + 2 * padding[1] - kw) // stride[1] + 1
     cols = im2col(x, kh, kw, stride, padding)
     value = product(cols, w.reshape(o, ch * kh * kw).T)
-    return np.ascontiguousarray(value.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)), cols
+    xp = array_module(value)
+    return xp.ascontiguousarray(value.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)), cols
 
 
 @overload

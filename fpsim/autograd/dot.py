@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpsim.accumulation.conv import check, correlate
+from fpsim import _device
+from fpsim.accumulation.conv import check, correlate, pad2d
 from fpsim.autograd.cast import compute, op_policy, same_device
 from fpsim.autograd.shape import transpose
 from fpsim.autograd.tensor import Tensor
@@ -121,13 +122,13 @@ def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stri
     n, o, oh, ow = g.shape
     _, c, kh, kw = w.shape
     h, wd = x_shape[2:]
-    dilated = np.zeros((n, o, (oh - 1) * stride[0] + 1, (ow - 1) * stride[1] + 1), g.dtype)
+    xp = _device.array_module(g)
+    dilated = xp.zeros((n, o, (oh - 1) * stride[0] + 1, (ow - 1) * stride[1] + 1), g.dtype)
     dilated[:, :, :: stride[0], :: stride[1]] = g
     # Pad so that the full correlation covers the padded input, then crop the padding off.
     extra = ((h + 2 * padding[0] - kh) % stride[0], (wd + 2 * padding[1] - kw) % stride[1])
-    padded = np.pad(dilated, ((0, 0), (0, 0), (kh - 1, kh - 1 + extra[0]),
-                              (kw - 1, kw - 1 + extra[1])))
-    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    padded = pad2d(dilated, kh - 1, kh - 1 + extra[0], kw - 1, kw - 1 + extra[1])
+    flipped = xp.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
     full, _ = correlate(padded, flipped, (1, 1), (0, 0), partial(numerics.matmul, policy=p))
     return full[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd]
 
@@ -172,9 +173,6 @@ def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
 
     p = op_policy("conv2d")
     x, w = same_device("conv2d", compute(x, p), compute(weight, p))
-    if x.device != "cpu":
-        raise NotImplementedError("conv2d is not supported on device 'cuda' yet (its "
-                                  "im2col, fpsim.accumulation.conv, takes NumPy arrays)")
     stride, padding = check(x.data, w.data, stride, padding)
     y, cols = correlate(x.data, w.data, stride, padding, partial(numerics.matmul, policy=p))
 

@@ -126,17 +126,17 @@ def getitem(x: TensorLike, index: Any) -> Tensor:
     if isinstance(index, Tensor):
         raise ValueError("index with integer arrays, not Tensors")
     basic = _basic(index)
-    if x.device != "cpu" and not basic:
-        raise NotImplementedError(
-            "indexing a tensor on device 'cuda' with integer arrays is not supported yet: its "
-            "gradient adds repeated elements, in an order CuPy does not fix")
 
     def backward(g: np.ndarray) -> Any:
-        out = _device.array_module(g).zeros(x.shape, dtype=g.dtype)
+        xp = _device.array_module(g)
+        out = xp.zeros(x.shape, dtype=g.dtype)
         if basic and x.device != "cpu":
             out[index] = g  # each element picked once: nothing to add
-        else:
+        elif x.device == "cpu":
             np.add.at(out, index, g)
+        else:  # the elements picked, by position, their gradients added in np.add.at's order
+            picked = xp.arange(x.size).reshape(x.shape)[index]
+            add_at(out.reshape(-1, 1), picked.reshape(-1), g.reshape(-1, 1))
         return out
 
     return _move("getitem", x, lambda v: v[index], backward, exact=False)
@@ -263,19 +263,62 @@ def embedding(ids: npt.ArrayLike, weight: TensorLike) -> Tensor:
     """
     p = op_policy("embedding")
     w = compute(weight, p)
-    if w.device != "cpu" or _device.device_of(ids) != "cpu":
-        raise NotImplementedError(
-            "embedding is not supported on device 'cuda' yet: its gradient adds the rows "
-            "of repeated ids, in an order CuPy does not fix")
-    ids = np.asarray(ids)
-    if ids.dtype.kind not in "iu":
-        raise ValueError(f"embedding ids must be integers, got dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
-        raise ValueError(f"embedding ids must lie in 0..{w.shape[0] - 1}")
+    _device.common("embedding", w.data, ids)
+    xp = _device.array_module(w.data)
+    rows: Any = xp.asarray(ids) if _device.device_of(ids) == "cuda" else np.asarray(ids)
+    if rows.dtype.kind not in "iu":
+        raise ValueError(f"embedding ids must be integers, got dtype {rows.dtype}")
+    if rows.size:
+        # On a GPU, checked with a training step's one read (out of range: row 0 till then).
+        inside = (rows >= 0) & (rows < w.shape[0])
+        _device.require(inside.all(), f"embedding ids must lie in 0..{w.shape[0] - 1}")
+        if xp is not np:
+            rows = xp.where(inside, rows, 0)
 
     def backward(g: np.ndarray) -> Any:
-        out = np.zeros(w.shape, dtype=np.float64)
-        np.add.at(out, ids.reshape(-1), g.reshape(-1, w.shape[1]).astype(np.float64))
+        out = xp.zeros(w.shape, dtype=np.float64)
+        add_at(out, rows.reshape(-1), g.reshape(-1, w.shape[1]).astype(np.float64))
         return (numerics.round(out, p.reduce, p),)
 
-    return Tensor.node(w.data[ids], p.compute, (w,), backward, p, "embedding")
+    return Tensor.node(w.data[rows], p.compute, (w,), backward, p, "embedding")
+
+
+def add_at(out: Any, ids: Any, rows: Any) -> None:
+    """``np.add.at(out, ids, rows)``, its bits on either device: ``rows`` (L, D) added to
+    the rows of ``out`` (R, D) that the integers ``ids`` (L,) name, each row's terms added
+    one by one in the order of ``ids`` to its value, as NumPy does.
+
+    On the host, NumPy's own. On a GPU, where a scatter-add of repeated ids adds in no
+    fixed order: the terms sorted by (id, position), each id's run summed by one addition
+    per repeat (as many steps as the most repeated id; that count is read on the host),
+    and the run's sum added to its row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = np.zeros((3, 1))
+    >>> add_at(out, np.array([2, 0, 2]), np.array([[1.0], [2.0], [3.0]]))
+    >>> out.ravel().tolist()
+    [2.0, 0.0, 4.0]
+    """
+    xp = _device.array_module(out)
+    if xp is np:
+        np.add.at(out, ids, rows)
+        return
+    n = ids.shape[0]
+    if n == 0:
+        return
+    order = xp.argsort(ids.astype(np.int64) * n + xp.arange(n))  # unique keys: one order
+    sorted_ids = ids[order]
+    terms = rows[order]
+    first = xp.searchsorted(sorted_ids, sorted_ids, side="left")
+    repeat = xp.arange(n) - first  # how many of its id come before
+    partial = out[sorted_ids] + terms  # the first term added to the row's value
+    for r in range(1, int(repeat.max()) + 1):  # the one read: the most repeats
+        step = (repeat == r)[:, None]
+        partial = xp.where(step, xp.concatenate([partial[:1], partial[:-1]]) + terms, partial)
+    last = xp.concatenate([sorted_ids[1:] != sorted_ids[:-1], xp.ones(1, dtype=bool)])
+    # Each id's run ends once: a spare row takes the other positions' (discarded) writes.
+    spare = xp.concatenate([out, xp.zeros((1,) + out.shape[1:], out.dtype)])
+    spare[xp.where(last, sorted_ids, out.shape[0])] = partial
+    out[...] = spare[:-1]
