@@ -267,7 +267,9 @@ class Trainer:
         Raises
         ------
         ValueError
-            If the closure does not return a one-element Tensor.
+            If the closure does not return a one-element Tensor; on a GPU, also if a check
+            of the step's inputs deferred to its one read fails (``cross_entropy``'s target
+            classes, ``embedding``'s ids): raised there, before anything is updated.
         """
         p = self.policy
         params = self.optimizer.params
