@@ -2,7 +2,8 @@
 
 ``docs/hardware-models.md`` gives each preset's parameters and sources; the
 model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``). ``V100`` ... ``B200``
-read fp16 inputs, the ``_BF16`` presets bf16 ones; all accumulate in fp32.
+read fp16 inputs, the ``_BF16`` presets bf16 ones; all accumulate in fp32, and an
+overflow gives +-inf and a zero result +0 (MMA-Sim's rules; the docs give the sources).
 
 Examples
 --------
@@ -16,13 +17,20 @@ Examples
 [[1.0000001192092896]]
 """
 
-from fpsim.accumulation.blocks import OUTPUT_ROUNDINGS, BlockFMA, block_matmul
+from fpsim.accumulation.blocks import (
+    OUTPUT_ROUNDINGS,
+    OVERFLOWS,
+    ZERO_SIGNS,
+    BlockFMA,
+    block_matmul,
+)
 
-__all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "PRESETS", "block_matmul",
+__all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS", "block_matmul",
            "V100", "A100", "H100", "B200", "A100_BF16", "H100_BF16", "B200_BF16"]
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
-# Mikaitis, "Accurate models of NVIDIA tensor cores" (2025): see docs/hardware-models.md.
+# Mikaitis, "Accurate models of NVIDIA tensor cores" (2025); Xie et al., "MMA-Sim"
+# (arXiv 2511.10909; mmasim 2.1.1): see docs/hardware-models.md.
 #: NVIDIA V100 (Volta): blocks of 4 products, 23 fraction bits kept, no exponent floor.
 V100 = BlockFMA("V100", block=4, frac_bits=23, exp_floor=None)
 #: NVIDIA A100 (Ampere): blocks of 8, 24 fraction bits, alignment exponent at least -132.

@@ -209,11 +209,31 @@ def _param(model, name):
     return model[name] if isinstance(model, dict) else getattr(model, name)
 
 
-def _block(prods, c, in_emin, out_fmt, frac_bits, exp_floor, out_mode):
+def _has_param(model, name) -> bool:
+    return name in model if isinstance(model, dict) else hasattr(model, name)
+
+
+def _naive(prods, c: float) -> float:
+    """IEEE result of c + sum of products when an input is infinite or NaN: NaN if any
+    term is NaN (inf * 0 included) or infinities of both signs meet, else the infinity."""
+    terms = [a * b for a, b in prods] + [c]
+    if any(t != t for t in terms):
+        return math.nan
+    infs = {t for t in terms if math.isinf(t)}
+    return math.nan if len(infs) > 1 else infs.pop()
+
+
+def _block(prods, c, in_emin, out_fmt, frac_bits, exp_floor, out_mode,
+           overflow="inf", zero_sign="positive"):
     """One block: d = c + sum of exact products, aligned, truncated, summed, rounded once.
 
-    prods: list of (a, b) input values; c: a value of the output format.
+    prods: list of (a, b) input values; c: a value of the output format. A block with
+    an infinite or NaN input gives its naive IEEE sum. A rounded result that overflows
+    is +-inf (overflow "inf") or +-max ("saturate"); a result that rounds to zero is +0
+    (zero_sign "positive") or keeps the sum's sign ("signed"); an exact zero is +0.
     """
+    if not all(math.isfinite(x) for pair in prods for x in pair) or not math.isfinite(c):
+        return _naive(prods, c)
     exps = []
     ints = []  # (value as Fraction) of each term, c included
     for a, b in prods:
@@ -239,14 +259,22 @@ def _block(prods, c, in_emin, out_fmt, frac_bits, exp_floor, out_mode):
         total += -k if t < 0 else k
     if total == 0:
         return 0.0
-    return ref_round(total * unit, out_fmt, out_mode)[0]
+    exact = total * unit
+    r, flags = ref_round(exact, out_fmt, out_mode, True, overflow == "saturate")
+    if flags & OVERFLOW and overflow == "inf":
+        r = math.copysign(math.inf, exact)
+    if r == 0 and zero_sign == "positive":
+        r = 0.0
+    return r
 
 
 def ref_block_fma(A, B, c=None, model_params=None, *, in_fmt=None):
     """Block-FMA model (docs/accumulation.md): A (..., M, K) @ B (..., K, N) + c.
 
     model_params: an object or dict with block, frac_bits, exp_floor, output,
-    output_rounding (and inputs, used when in_fmt is not given).
+    output_rounding (and inputs, used when in_fmt is not given), and optionally
+    overflow ("inf" or "saturate", default "inf") and zero_sign ("positive" or
+    "signed", default "positive").
     """
     block = int(_param(model_params, "block"))
     frac_bits = int(_param(model_params, "frac_bits"))
@@ -254,6 +282,8 @@ def ref_block_fma(A, B, c=None, model_params=None, *, in_fmt=None):
     out_fmt = as_fmt(_param(model_params, "output"))
     out_mode = _param(model_params, "output_rounding")
     in_emin = as_fmt(in_fmt if in_fmt is not None else _param(model_params, "inputs")).emin
+    rules = {name: _param(model_params, name) for name in ("overflow", "zero_sign")
+             if _has_param(model_params, name)}
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
     batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
@@ -274,9 +304,8 @@ def ref_block_fma(A, B, c=None, model_params=None, *, in_fmt=None):
                 s = cs[i]
                 pairs = list(zip(rows[m], cols[n], strict=True))
                 for k0 in range(0, K, block):
-                    s = _block(
-                        pairs[k0 : k0 + block], s, in_emin, out_fmt, frac_bits, exp_floor, out_mode
-                    )
+                    s = _block(pairs[k0 : k0 + block], s, in_emin, out_fmt, frac_bits,
+                               exp_floor, out_mode, **rules)
                 res.append(s)
                 i += 1
     return np.array(res, dtype=np.float64).reshape(shape)

@@ -4,6 +4,8 @@ Sources of the corner cases (see ../shared/notes/tensor-cores.md):
 [FHMP21] Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor
          cores", PeerJ Comput. Sci. 7:e330, 2021.
 [KM25]   Khattak and Mikaitis, "Accurate models of NVIDIA tensor cores", 2025.
+[MMA25]  Xie, Wang, Yang, Yang, "MMA-Sim: bit-accurate reference model of tensor cores and
+         matrix cores", arXiv 2511.10909, 2025; the ``mmasim`` package 2.1.1.
 """
 
 import dataclasses
@@ -11,6 +13,8 @@ import dataclasses
 import numpy as np
 import pytest
 from accumulation_reference import ref_block_fma
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reference import as_fmt, same_bits
 from reference import assert_same_bits as check
 
@@ -44,6 +48,8 @@ def params(m):
         inputs=inputs,
         output=m.output,
         output_rounding=m.output_rounding,
+        overflow=m.overflow,
+        zero_sign=m.zero_sign,
     )
 
 
@@ -69,6 +75,8 @@ def test_preset_parameters(name):
     assert (m.block, m.frac_bits, m.exp_floor) == PRESET_TABLE[name]
     assert as_fmt(m.output) == as_fmt("fp32")
     assert m.output_rounding == "toward_zero"
+    # docs/hardware-models.md: overflow and zero sign decided after [MMA25] (and [KM25]).
+    assert (m.overflow, m.zero_sign) == ("inf", "positive")
 
 
 # --- random inputs against the reference ---------------------------------------------------
@@ -239,23 +247,117 @@ def test_fp16_output_rounds_to_nearest(backend_name):
     assert r == 2.0**-24
 
 
+@pytest.mark.parametrize("overflow", ["inf", "saturate"])
 @pytest.mark.parametrize("rounding", ["toward_zero", "nearest_even"])
-def test_overflow_then_more_blocks(rounding, backend_name):
-    """A block result that overflows (to max under toward_zero, to inf under nearest_even)
-    is the next block's c; a row with an infinite input gives its IEEE sum."""
-    m = dataclasses.replace(fpsim.hw.H100_BF16, name="h", block=2, output_rounding=rounding)
+def test_overflow_then_more_blocks(rounding, overflow, backend_name):
+    """A block result that overflows is +-inf (overflow="inf", whatever the rounding) or
+    +-FLT_MAX ("saturate"), and is the next block's c: an infinite c gives the next
+    block's IEEE sum, so the inf stays; a row with an infinite input gives its IEEE sum."""
+    m = dataclasses.replace(fpsim.hw.H100_BF16, name="h", block=2, output_rounding=rounding,
+                            overflow=overflow)
     big = float(fpsim.round(2.0**127, "bf16"))
     A = np.array([[big, big, 1.0, -1.0, 2.0], [-big, -big, 0.5, 0.0, 1.0]])
     B = np.full((5, 2), 4.0)
     C = np.array([[1.0, -big], [-1.0, big]])
     got = fpsim.matmul(A, B, c=C, model=m)
-    if rounding == "toward_zero":
-        check(got, ref_block_fma(A, B, C, params(m)), "overflow to max")
-        assert np.isfinite(got).all()
-    else:  # 2**130 and 2**130 - 2**127 overflow; inf stays (the reference stops at inf)
+    check(got, ref_block_fma(A, B, C, params(m)), f"overflow {overflow}, {rounding}")
+    if overflow == "inf":  # 2**130 and 2**130 - 2**127 overflow; the inf spreads
         check(got, np.array([[np.inf, np.inf], [-np.inf, -np.inf]]), "overflow to inf")
+    else:
+        assert np.isfinite(got).all()
     A[1, 1] = np.inf
     assert (fpsim.matmul(A, B, c=C, model=m)[1] == np.inf).all()
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_overflow_is_infinite(name, backend_name):
+    """[MMA25] (mmasim 2.1.1, arithmetic/fdpa.py, ldexp_and_normalize) and [KM25]'s
+    toolbox (Generic_BFMA_TC, ExceptionalCasesTest test 1): an fp32 result past FLT_MAX
+    is +-inf although the output truncates toward zero (bf16 inputs: fp16 products are
+    too small to carry an fp32 c past FLT_MAX, they vanish on its grid)."""
+    top = float(np.finfo(np.float32).max)
+    for sign in (1.0, -1.0):
+        a, b, c = [sign * 2.0**127], [1.0], sign * 2.0**127
+        assert one_block(name, a, b, c, input_fmt="bf16") == sign * np.inf
+        r = one_block(name, a, b, c, input_fmt="bf16", overflow="saturate")
+        assert r == sign * top
+        # FLT_MAX + 2**103 is below 2**128 and truncates to FLT_MAX: no overflow.
+        r = one_block(name, [sign * 2.0**103], [1.0], sign * top, input_fmt="bf16")
+        assert r == sign * top
+
+
+@pytest.mark.parametrize("name", ["A100", "H100", "B200"])
+def test_zero_sign_of_an_underflow(name, backend_name):
+    """bf16 product -2**-154 alone: on the 2**(E - F) grid it is kept, and the fp32 result
+    truncates it to zero. [MMA25] gives +0 (zero_sign "positive", the presets'); the IEEE
+    sign rule of [KM25]'s toolbox gives -0 ("signed"). An exact zero is +0 in both."""
+    a, b = [-(2.0**-77)], [2.0**-77]
+    r = one_block(name, a, b, 0.0, input_fmt="bf16")
+    assert r == 0 and not np.signbit(r)
+    r = one_block(name, a, b, 0.0, input_fmt="bf16", zero_sign="signed")
+    assert r == 0 and np.signbit(r)
+    r = one_block(name, [1.0, -1.0], [1.0, 1.0], -0.0, zero_sign="signed")
+    assert r == 0 and not np.signbit(r)
+
+
+@pytest.mark.parametrize("name", ["A100", "H100", "B200"])
+def test_zero_factor_takes_no_part_in_alignment(name, backend_name):
+    """0 * 0x1.fep+127 + 0x1.52p-9 * 0x1.1ep-15 (bf16) is 0x33bcce00 in fp32: the zero
+    product does not raise the alignment exponent. [MMA25]'s release 2.1.1 gives the same
+    (zero terms take the exponent -132/-133, the presets' floor); its January 2026 source
+    gave zero inputs the exponent -126 and 0x33800000."""
+    a = [0.0, float.fromhex("0x1.52p-9")]
+    b = [float.fromhex("0x1.fep+127"), float.fromhex("0x1.1ep-15")]
+    r = one_block(name, a, b, 0.0, input_fmt="bf16")
+    assert np.float32(r).view(np.uint32) == 0x33BCCE00
+
+
+@pytest.mark.parametrize("field, value", [
+    ("overflow", "max"), ("overflow", None), ("zero_sign", "negative"), ("zero_sign", 0),
+    ("output_rounding", "up"),
+])
+def test_bad_rules_are_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        dataclasses.replace(fpsim.hw.H100, **{field: value})
+
+
+def _bf16(draw, lo, hi):
+    """A bf16 value: zero, a subnormal, or a normal with exponent in [lo, hi], either sign."""
+    kind = draw(st.sampled_from(["zero", "sub", "normal", "normal"]))
+    sign = draw(st.sampled_from([1.0, -1.0]))
+    if kind == "zero":
+        return sign * 0.0
+    mant = draw(st.integers(0, 127))
+    if kind == "sub":
+        return sign * max(mant, 1) * 2.0**-133
+    return sign * (1 + mant / 128) * 2.0 ** draw(st.integers(max(lo, -126), hi))
+
+
+@st.composite
+def _block_case(draw):
+    k = draw(st.integers(1, 12))
+    lo, hi = draw(st.sampled_from([(-133, -60), (-80, -60), (-10, 10), (40, 127), (-133, 127)]))
+    a = [_bf16(draw, lo, hi) for _ in range(k)]
+    b = [_bf16(draw, lo, hi) for _ in range(k)]
+    c = draw(st.sampled_from([0.0, -0.0, 2.0**-149, -(2.0**-149), 1.5, -(2.0**127) * 1.5,
+                              float(np.finfo(np.float32).max)]))
+    return a, b, c
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=_block_case(), block=st.sampled_from([1, 3, 8, 16]),
+       overflow=st.sampled_from(["inf", "saturate"]),
+       zero_sign=st.sampled_from(["positive", "signed"]),
+       rounding=st.sampled_from(["toward_zero", "nearest_even"]))
+def test_rules_against_reference(case, block, overflow, zero_sign, rounding):
+    """Every overflow and zero-sign rule, chained blocks, bf16 products from below fp32's
+    subnormals to past its range: bit for bit the exact reference. (NumPy backend: the
+    Numba tiled loop compiles per model; the presets' rules run there in the tests above
+    and in test_mmasim_records.py.)"""
+    a, b, c = case
+    with fpsim.backend("numpy"):
+        one_block("H100", a, b, c, input_fmt="bf16", block=block, overflow=overflow,
+                  zero_sign=zero_sign, output_rounding=rounding)
 
 
 # --- the Numba backend's tiled loops (several tiles, padded blocks, both working types) ------

@@ -8,7 +8,7 @@ products to an accumulator (``docs/accumulation.md`` gives the algorithm);
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -25,6 +25,10 @@ from fpsim.rounding import round as round_to
 
 #: How a block FMA may round its exact sum to the output format.
 OUTPUT_ROUNDINGS = ("toward_zero", "nearest_even")
+#: What a block result beyond the output format's range becomes.
+OVERFLOWS = ("inf", "saturate")
+#: The sign of a block result that is zero.
+ZERO_SIGNS = ("positive", "signed")
 MAX_FRAC_BITS = 40
 # Two inputs' significands (t + 1 bits each) multiply exactly in int64.
 MAX_INPUT_MAN_BITS = 30
@@ -56,6 +60,15 @@ class BlockFMA:
         The accumulator's format (at most 29 fraction bits).
     output_rounding : {"toward_zero", "nearest_even"}, default "toward_zero"
         How each step's exact sum is rounded to ``output``.
+    overflow : {"inf", "saturate"}, default "inf"
+        A step's result beyond ``output``'s range: ``"inf"`` gives +-inf, whatever the
+        rounding (MMA-Sim and Khattak and Mikaitis's models of NVIDIA tensor cores);
+        ``"saturate"`` gives +-the largest finite value (IEEE 754's rule for rounding
+        toward zero). A later step adds to an infinite c as IEEE addition does.
+    zero_sign : {"positive", "signed"}, default "positive"
+        A step's result that is zero: ``"positive"`` gives +0 always (MMA-Sim);
+        ``"signed"`` gives -0 where a negative nonzero sum rounds to zero (IEEE 754's
+        rule; Khattak and Mikaitis's model). An exactly zero sum is +0 in both.
     split_k : int or None, default None
         cuBLAS's split-K: ``K`` is cut into slices of this many products (the last
         one shorter), each slice is accumulated from +0 by the block FMA, and the
@@ -87,6 +100,8 @@ class BlockFMA:
     output: str | Format = "fp32"
     output_rounding: str = "toward_zero"
     split_k: int | None = None
+    overflow: Literal["inf", "saturate"] = "inf"
+    zero_sign: Literal["positive", "signed"] = "positive"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -98,9 +113,11 @@ class BlockFMA:
             integer(self.exp_floor, "exp_floor", -2000, 2000)
         if self.split_k is not None:
             integer(self.split_k, "split_k", 1, 1 << 62)
-        if self.output_rounding not in OUTPUT_ROUNDINGS:
-            raise ValueError(f"output_rounding must be one of {', '.join(OUTPUT_ROUNDINGS)}, "
-                             f"got {self.output_rounding!r}")
+        for field, allowed in (("output_rounding", OUTPUT_ROUNDINGS), ("overflow", OVERFLOWS),
+                               ("zero_sign", ZERO_SIGNS)):
+            value = getattr(self, field)
+            if not isinstance(value, str) or value not in allowed:
+                raise ValueError(f"{field} must be one of {', '.join(allowed)}, got {value!r}")
         for role, fmt, most in (("input", self.input, MAX_INPUT_MAN_BITS),
                                 ("output", self.output, MAX_ARITH_MAN_BITS)):
             if not isinstance(fmt, (str, Format)):
@@ -179,19 +196,24 @@ class BlockFMA:
         -------
         fpsim.kernels.spec.BlockSpec
             The input and output formats' fraction bits and least exponents, the
-            fraction bits kept and the exponent floor (a sentinel for none).
+            fraction bits kept, the exponent floor (a sentinel for none), and the
+            overflow and zero-sign rules as flags.
 
         Examples
         --------
         >>> import fpsim
-        >>> fpsim.hw.H100.params()
-        BlockSpec(t_in=10, emin_in=-14, t_out=23, emin_out=-126, frac_bits=25, exp_floor=-133)
+        >>> spec = fpsim.hw.H100.params()
+        >>> spec.t_in, spec.t_out, spec.frac_bits, spec.exp_floor
+        (10, 23, 25, -133)
+        >>> spec.overflow_inf, spec.signed_zero
+        (1, 0)
         """
         fin, fout = as_format(self.input), as_format(self.output)
         return BlockSpec(
             t_in=fin.man_bits, emin_in=fin.emin, t_out=fout.man_bits, emin_out=fout.emin,
             frac_bits=self.frac_bits,
             exp_floor=NO_EXPONENT if self.exp_floor is None else self.exp_floor,
+            overflow_inf=int(self.overflow == "inf"), signed_zero=int(self.zero_sign == "signed"),
         )
 
 
@@ -247,7 +269,7 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
                 f"{name} holds {host_value(flat[bad])!r}, not a value of the model's input format "
                 f"{fin.name} ({model.name})"
             )
-    out_spec = make_spec(fout, model.output_rounding, True, False, None)
+    out_spec = make_spec(fout, model.output_rounding, True, model.overflow == "saturate", None)
     k_len = a2.shape[1]
     length = max(1, k_len if model.split_k is None else min(model.split_k, k_len))
     split = length < k_len

@@ -74,7 +74,7 @@ _NO_KEY = np.uint64(0)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
     "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
-    "hw_decode", "bits_f64", "f64_bits",
+    "hw_decode", "hw_output", "bits_f64", "f64_bits",
 )
 
 # Binary16, nearest_even, subnormals: the accumulations numba_half runs in hardware

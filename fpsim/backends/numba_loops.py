@@ -42,6 +42,7 @@ random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite 
 hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_decode = (
     _bound_per_instance
 )
+hw_output = _bound_per_instance
 bits_f32 = wide_vectors = STORE = _bound_per_instance
 bits_f64 = f64_bits = _bound_per_instance
 
@@ -316,7 +317,8 @@ def accumulate_blocks_tiled(A, B, EA, EB, C, out):
                     e = max(np.int64(align[j - j0]), -900)
                     c_term = np.trunc(finite_or_zero(c) * bits_f64((frac_bits - e + 1023) << 52))
                     exact = (float(total[j - j0]) + c_term) * bits_f64((e - frac_bits + 1023) << 52)
-                    value, unused = round_value(exact, 0, OUT_SPEC, False)
+                    value, flags = round_value(exact, 0, OUT_SPEC, True)
+                    value = hw_output(abs(value), flags, exact < 0, HW)
                     # An infinite result (nearest_even output) stays, as IEEE addition keeps it.
                     value = value if not is_nonfinite(c) else c
                     out[r, j] = value

@@ -5,7 +5,9 @@ Khattak and Mikaitis (2025); the steps are in docs/accumulation.md.
 for no floor.
 """
 
+from fpsim.flags import OVERFLOW
 from fpsim.kernels.core import (
+    INF,
     MAG,
     NAN,
     NO_EXPONENT,
@@ -13,7 +15,6 @@ from fpsim.kernels.core import (
     is_inf,
     pack,
     round_mag,
-    signed,
 )
 from fpsim.kernels.prims import f64_bits, maximum, minimum, select
 
@@ -70,8 +71,16 @@ def hw_finish(total, e_align, hw, out_spec, want_flags):
     """The block's exact sum ``total * 2**(e_align - frac_bits)`` rounded once to the output."""
     neg = total < 0
     a, sticky = pack(abs(total), e_align - hw.frac_bits, False)
-    v, flags = round_mag(a, sticky, neg, 0, out_spec, want_flags)
-    return signed(neg, v), flags
+    v, flags = round_mag(a, sticky, neg, 0, out_spec, True)
+    return hw_output(v, flags, neg, hw), select(want_flags, flags, 0)
+
+
+def hw_output(v, flags, neg, hw):
+    """The block's rounded magnitude ``v`` (its rounding's ``flags``), signed as the model
+    says: an overflow gives +-inf (``overflow_inf``) and a zero is +0 unless
+    ``signed_zero`` keeps the sign of a nonzero sum that rounded to it."""
+    v = select((hw.overflow_inf != 0) & ((flags & OVERFLOW) != 0), INF, v)
+    return select(neg & ((v != 0) | (hw.signed_zero != 0)), -v, v)
 
 
 def hw_result(value, naive, nonfinite):

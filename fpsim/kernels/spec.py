@@ -39,6 +39,8 @@ class BlockSpec(NamedTuple):
     emin_out: int
     frac_bits: int  # bits kept below the alignment exponent
     exp_floor: int  # lowest alignment exponent (NO_EXPONENT: none)
+    overflow_inf: int  # 1: a result beyond the output's range is +-inf (0: as rounded)
+    signed_zero: int  # 1: a nonzero sum rounded to zero keeps its sign (0: +0)
 
 
 def make_spec(

@@ -1,0 +1,159 @@
+"""Record MMA-Sim's outputs for the instructions fpsim.hw's presets model.
+
+Writes tests/data/mmasim_records.npz, which tests/test_mmasim_records.py reads
+(the test needs neither torch nor mmasim). Run it where the ``mmasim`` package
+(PyPI, Xie et al., arXiv 2511.10909) and a CPU build of torch are installed:
+
+    python3 tests/data/make_mmasim_records.py
+
+For each input format (fp16, bf16, tf32) it draws vectors a, b of K = 64
+values and an fp32 c in nine classes of input (random, wide range, cancelling,
+subnormal, non-finite, absorbing, zero factors, overflowing, underflowing), and
+asks MMA-Sim's ``dpa`` for c + a.b as each preset's instruction computes it:
+one instruction (the first block of K) and the instruction chained over all
+of K (MMA-Sim's dpa adds K in blocks, each block's result the next one's c).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import torch
+from mmasim.nv_ptx import MMA
+
+K = 64
+PER_CLASS = 32
+CLASSES = ("random", "wide", "cancel", "subnormal", "nonfinite", "absorb", "zeros",
+           "overflow", "underflow")
+# format -> (fraction bits, emin, emax)
+FORMATS = {"fp16": (10, -14, 15), "bf16": (7, -126, 127), "tf32": (10, -126, 127)}
+# (preset, input format) -> (MMA-Sim architecture, instruction)
+INSTRUCTIONS = {
+    ("V100", "fp16"): ("Volta", "m8n8k4.f32.f16.f16.f32"),
+    ("A100", "fp16"): ("Ampere", "m16n8k16.f32.f16.f16.f32"),
+    ("A100", "bf16"): ("Ampere", "m16n8k16.f32.bf16.bf16.f32"),
+    ("A100", "tf32"): ("Ampere", "m16n8k8.f32.tf32.tf32.f32"),
+    ("H100", "fp16"): ("Hopper", "m16n8k16.f32.f16.f16.f32"),
+    ("H100", "bf16"): ("Hopper", "m16n8k16.f32.bf16.bf16.f32"),
+    ("H100", "tf32"): ("Hopper", "m16n8k8.f32.tf32.tf32.f32"),
+    ("B200", "fp16"): ("Blackwell", "m16n8k16.f32.f16.f16.f32"),
+    ("B200", "bf16"): ("Blackwell", "m16n8k16.f32.bf16.bf16.f32"),
+    ("B200", "tf32"): ("Blackwell", "m16n8k8.f32.tf32.tf32.f32"),
+}
+# Products per instruction block: MMA-Sim's L_max (8 bytes of inputs on Volta, 16 on
+# Ampere, 32 on Hopper and Blackwell), and fpsim's block (fpsim.compare.gpu.TF32_BLOCK).
+BLOCK = {("V100", "fp16"): 4, ("A100", "fp16"): 8, ("A100", "bf16"): 8, ("A100", "tf32"): 4,
+         ("H100", "fp16"): 16, ("H100", "bf16"): 16, ("H100", "tf32"): 8,
+         ("B200", "fp16"): 16, ("B200", "bf16"): 16, ("B200", "tf32"): 8}
+
+
+def to_format(x: np.ndarray, fmt: str) -> torch.Tensor:
+    """float64 values rounded (nearest even) to fmt, as the torch dtype MMA-Sim reads."""
+    t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+    if fmt == "fp16":
+        return t.to(torch.float16)
+    if fmt == "bf16":
+        return t.to(torch.float32).to(torch.bfloat16)
+    bits = t.to(torch.float32).view(torch.int32)
+    # tf32: 10 fraction bits, nearest even on the 13 bits dropped (no NaN/inf rounding).
+    finite = t.to(torch.float32).isfinite()
+    low = bits & 0x1FFF
+    keep = bits & ~0x1FFF
+    up = (low > 0x1000) | ((low == 0x1000) & ((keep >> 13) & 1).bool())
+    rounded = torch.where(finite & up, keep + 0x2000, torch.where(finite, keep, bits))
+    return rounded.view(torch.float32)
+
+
+def draw(rng: np.random.Generator, cls: str, fmt: str) -> tuple[np.ndarray, ...]:
+    """(a, b, c) of one class: a, b (PER_CLASS, K) in float64, c (PER_CLASS,)."""
+    t, emin, emax = FORMATS[fmt]
+    n = (PER_CLASS, K)
+    sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+
+    def vals(lo: int, hi: int) -> np.ndarray:
+        s = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+        return s * (1 + rng.integers(0, 1 << t, n) / 2.0**t) * np.exp2(rng.integers(lo, hi + 1, n))
+
+    c_sign = np.where(rng.random(PER_CLASS) < 0.5, -1.0, 1.0)
+    c = c_sign * (1 + rng.random(PER_CLASS)) * np.exp2(rng.integers(-6, 7, PER_CLASS))
+    a, b = vals(-6, 6), vals(-6, 6)
+    if cls == "wide":
+        a, b = vals(emin - t, emax), vals(emin - t, emax)
+        c = c_sign * (1 + rng.random(PER_CLASS)) * np.exp2(rng.integers(-149, 128, PER_CLASS))
+    elif cls == "cancel":
+        # The second half of each vector cancels the first exactly, plus a few tiny terms.
+        a[:, K // 2:], b[:, K // 2:] = -a[:, : K // 2], b[:, : K // 2]
+        a[:, ::7] *= 2.0**-20
+        c = np.where(rng.random(PER_CLASS) < 0.5, 0.0, c * 2.0**-30)
+    elif cls == "subnormal":
+        sub = sign * rng.integers(1, 1 << t, n) * 2.0 ** (emin - t)
+        a = np.where(rng.random(n) < 0.5, sub, vals(emin, emin + 4))
+        b = np.where(rng.random(n) < 0.3, sub, vals(-3, 3))
+        c = c_sign * rng.integers(0, 1 << 23, PER_CLASS) * 2.0**-149
+    elif cls == "nonfinite":
+        special = np.array([np.inf, -np.inf, np.nan])
+        for x in (a, b):
+            hit = rng.random(n) < 0.03
+            x[hit] = rng.choice(special, hit.sum())
+        hit = rng.random(PER_CLASS) < 0.2
+        c[hit] = rng.choice(special, hit.sum())
+    elif cls == "absorb":
+        c = c_sign * (1 + rng.random(PER_CLASS)) * np.exp2(rng.integers(10, 40, PER_CLASS))
+    elif cls == "zeros":
+        big = np.exp2(emax) * np.where(rng.random(n) < 0.5, -1.0, 1.0)
+        zero = rng.random(n) < 0.3
+        huge = rng.random(n) < 0.5
+        a = np.where(zero, 0.0 * sign, vals(emin // 2, emin // 4 + 2))
+        b = np.where(zero & huge, big, vals(emin // 2, emin // 4 + 2))
+        c = np.where(rng.random(PER_CLASS) < 0.6, 0.0 * c_sign, c * 2.0 ** (emin // 2))
+    elif cls == "overflow":
+        hi = min(emax, 63)
+        a, b = np.abs(vals(hi - 2, hi)), np.abs(vals(hi - 2, hi))
+        a *= np.where(rng.random((PER_CLASS, 1)) < 0.5, -1.0, 1.0)
+        c = np.sign(a[:, 0]) * (2 - 2.0**-23) * 2.0**127 * np.where(
+            rng.random(PER_CLASS) < 0.5, 1.0, 2.0**-3)
+    elif cls == "underflow":
+        # Products below fp32's smallest subnormal 2**-149 (bf16, tf32), kept on the
+        # 2**(E - F) grid: a nonzero sum that truncates to zero (fp16: its smallest).
+        lo = -77 if fmt != "fp16" else emin - t
+        a, b = vals(lo - 2, lo + 2), vals(lo - 2, lo + 2)
+        c = np.where(rng.random(PER_CLASS) < 0.8, 0.0 * c_sign, c_sign * 2.0**-149)
+    return a, b, c
+
+
+def main() -> None:
+    out: dict[str, np.ndarray] = {}
+    rng = np.random.default_rng(20261125)
+    for fmt in FORMATS:
+        parts = [draw(rng, cls, fmt) for cls in CLASSES]
+        a = to_format(np.concatenate([p[0] for p in parts]), fmt)
+        b = to_format(np.concatenate([p[1] for p in parts]), fmt)
+        c = torch.from_numpy(np.concatenate([p[2] for p in parts])).to(torch.float32)
+        if fmt == "tf32":
+            out[f"{fmt}_a"], out[f"{fmt}_b"] = a.numpy(), b.numpy()
+        else:
+            out[f"{fmt}_a"] = a.view(torch.int16).numpy().view(np.uint16)
+            out[f"{fmt}_b"] = b.view(torch.int16).numpy().view(np.uint16)
+        out[f"{fmt}_c"] = c.numpy()
+        for (preset, f), (arch, shape) in INSTRUCTIONS.items():
+            if f != fmt:
+                continue
+            mma = MMA(arch, shape)
+            block = BLOCK[preset, f]
+            for how, k in (("single", block), ("chained", K)):
+                d = mma.dpa(a[:, :k].contiguous(), b[:, :k].contiguous(), c.clone())
+                out[f"{preset}_{fmt}_{how}"] = d.view(torch.int32).numpy().view(np.uint32)
+    out["about"] = np.array(json.dumps({
+        "mmasim": version("mmasim"), "torch": version("torch"), "K": K,
+        "per_class": PER_CLASS, "classes": CLASSES, "blocks": {
+            f"{p}_{f}": n for (p, f), n in BLOCK.items()},
+        "instructions": {f"{p}_{f}": list(v) for (p, f), v in INSTRUCTIONS.items()},
+    }))
+    np.savez_compressed(Path(__file__).with_name("mmasim_records.npz"), **out)
+
+
+if __name__ == "__main__":
+    main()
