@@ -67,6 +67,7 @@ class StepReport:
     _fields: dict[str, Any]
     FIELDS = ("loss", "loss_scale", "skipped", "grad_norm", "absorbed_fraction",
               "flushed_fraction", "activation_grads", "weight_grads")
+    """The fields' names, in the order the constructor takes them."""
 
     def __init__(self, loss: float | Deferred, loss_scale: float, skipped: bool,
                  grad_norm: float | Deferred, absorbed_fraction: float | Deferred,
