@@ -298,3 +298,16 @@ def test_masked_among_listed_values_is_refused_and_an_unmasked_array_is_its_valu
     plain = np.ma.array([0.1, 1e9])  # no mask: nothing is dropped
     assert fpsim.round(plain, "fp16").tolist() == [0.0999755859375, np.inf]
     assert fpsim.sum(np.ma.array([1.0, 2.0], mask=[False, False])) == 3.0
+
+
+@pytest.mark.parametrize("call", [
+    lambda: fpsim.nn.manual_seed(-1),
+    lambda: __import__("fpsim.data", fromlist=["load_digits"]).load_digits(seed=-1),
+    lambda: list(__import__("fpsim.data", fromlist=["batches"]).batches(
+        np.ones((4, 2)), np.ones(4), batch_size=2, seed=-1)),
+    lambda: __import__("fpsim.data", fromlist=["synthetic"]).synthetic.make_regression(8, seed=-1),
+], ids=["manual_seed", "load_digits", "batches", "synthetic"])
+def test_a_negative_seed_is_named(call):
+    with pytest.raises(ValueError, match=r"^seed must be (a non-negative integer|an integer "
+                                         r"in 0\.\.inf)(, | or None, )got -1$"):
+        call()

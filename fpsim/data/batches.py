@@ -40,9 +40,12 @@ def _seed(value: Any) -> int | None:
     if isinstance(value, bool):
         raise ValueError(f"seed must be an integer or None, got {value!r}")
     try:
-        return operator.index(value)
+        seed = operator.index(value)
     except TypeError:
         raise ValueError(f"seed must be an integer or None, got {value!r}") from None
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed}")
+    return seed
 
 
 def batches(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fpsim._checks import integer
+
 _state = {"rng": np.random.default_rng(0)}
 
 
@@ -25,7 +27,7 @@ def manual_seed(seed: int) -> None:
     >>> np.array_equal(a, nn.Linear(2, 2).weight.data)
     True
     """
-    _state["rng"] = np.random.default_rng(seed)
+    _state["rng"] = np.random.default_rng(integer(seed, "seed", 0))
 
 
 def generator() -> np.random.Generator:
