@@ -312,6 +312,17 @@ def test_zero_factor_takes_no_part_in_alignment(name, backend_name):
     assert np.float32(r).view(np.uint32) == 0x33BCCE00
 
 
+@pytest.mark.parametrize("name, floor", [("V100", -19), ("A100", -20), ("H100", -21)])
+def test_fp16_output_floor_at_a_tie(name, floor, backend_name):
+    """fp16 output: 2**-12 * 2**-13 + 2**-24 * 2**-24 (c = 0). With [MMA25]'s fp16-output
+    floor (its e_zero) the 2**-48 product is cut and the tie 2**-25 rounds to even: 0, as
+    mmasim 2.1.1 gives; with the fp32 floor (or none) it is kept and the sum rounds up."""
+    a, b = [2.0**-12, 2.0**-24], [2.0**-13, 2.0**-24]
+    fp16 = dict(output="fp16", output_rounding="nearest_even")
+    assert one_block(name, a, b, 0.0, exp_floor=floor, **fp16) == 0.0
+    assert one_block(name, a, b, 0.0, **fp16) == 2.0**-24
+
+
 @pytest.mark.parametrize("field, value", [
     ("overflow", "max"), ("overflow", None), ("zero_sign", "negative"), ("zero_sign", 0),
     ("output_rounding", "up"),
