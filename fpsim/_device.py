@@ -69,8 +69,16 @@ def gpu_module() -> ModuleType:
         raise RuntimeError(f'device "cuda" cannot be used here: {exc}') from None
 
 
+# The array module of each GPU array type met so far (checked once).
+_MODULES: dict[type, ModuleType] = {}
+
+
 def array_module(data: Any) -> ModuleType:
     """The array module of ``data``: NumPy for host arrays, CuPy for GPU arrays.
+
+    The one place fpsim picks an array module: the engine and the public functions
+    (``fpsim._inputs``) both ask here. A GPU array's module is the one its type comes from
+    (``cupy``), which must have CuPy's array functions; a ValueError otherwise.
 
     Examples
     --------
@@ -80,8 +88,16 @@ def array_module(data: Any) -> ModuleType:
     """
     if not is_device_array(data):
         return np
-    module = sys.modules.get("cupy")  # a GPU array exists: CuPy is imported
-    return module if module is not None else gpu_module()
+    kind = type(data)
+    module = _MODULES.get(kind)
+    if module is None:
+        module = sys.modules.get(kind.__module__)  # a GPU array exists: its module is imported
+        needed = ("asarray", "empty", "ascontiguousarray")
+        if module is None or not all(hasattr(module, f) for f in needed):
+            raise ValueError(f"unsupported GPU array type {kind.__name__}: fpsim takes CuPy "
+                             "arrays")
+        _MODULES[kind] = module
+    return module
 
 
 def transfer(data: Any, device: str) -> Any:

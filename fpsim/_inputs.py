@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from fpsim import _device
 from fpsim._dtypes import is_ml_dtype, widen
 from fpsim.backends.protocol import is_device_array
 
@@ -180,12 +181,7 @@ def array_module(arrays: Iterable[Any]) -> ModuleType:
             f"GPU arrays need the GPU backend: use fpsim.backend('cupy') (the backend in "
             f"force is {get_backend_name()!r}), or copy them to the host with cupy.asnumpy"
         )
-    module = sys.modules.get(type(device[0]).__module__)
-    needed = ("asarray", "empty", "ascontiguousarray")
-    if module is None or not all(hasattr(module, f) for f in needed):
-        raise ValueError(f"unsupported GPU array type {type(device[0]).__name__}: fpsim takes "
-                         "CuPy arrays")
-    return module
+    return _device.array_module(device[0])
 
 
 def errstate(xp: ModuleType) -> AbstractContextManager[object]:
