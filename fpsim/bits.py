@@ -11,7 +11,7 @@ from fpsim._dtypes import is_ml_dtype
 from fpsim._inputs import _refuse_masks, as_float_array
 from fpsim.backends import get_backend
 from fpsim.backends.protocol import is_device_array
-from fpsim.formats import PRESETS, Format, as_format
+from fpsim.formats import PRESETS, Format, as_format, _register_dtype_lookup
 from fpsim.kernels.spec import make_spec
 
 if TYPE_CHECKING:
@@ -219,3 +219,6 @@ def format_of_dtype(dtype: npt.DTypeLike) -> Format | None:
         if np.all(same | (np.isnan(ours) & np.isnan(values))):
             return next((p for p in PRESETS.values() if p == fmt), fmt)
     return None
+
+
+_register_dtype_lookup(format_of_dtype)

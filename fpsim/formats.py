@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -254,6 +255,21 @@ def format(name: str) -> Format:
                      "(e.g. e6m9) for a custom one")
 
 
+def _no_dtype_lookup(dtype: np.dtype) -> Format | None:
+    raise RuntimeError("fpsim.bits is not imported: it tells which format a dtype holds")
+
+
+# How a dtype maps to its format (``fpsim.bits.format_of_dtype``, which decodes the dtype's
+# encodings): set by fpsim.bits when it is imported (``import fpsim`` does), so that this
+# module imports nothing above it.
+_dtype_lookup: list[Callable[[np.dtype], Format | None]] = [_no_dtype_lookup]
+
+
+def _register_dtype_lookup(lookup: Callable[[np.dtype], Format | None]) -> None:
+    """Make ``as_format`` find a dtype's format with ``lookup`` (``fpsim.bits`` calls it)."""
+    _dtype_lookup[0] = lookup
+
+
 def as_format(fmt: Format | str | np.dtype | type[np.generic]) -> Format:
     """A ``Format`` as it is, the format a name names (``format(name)``), or the format
     of a NumPy float type or dtype (``np.float16``: fp16), as ``"float16"`` names it.
@@ -288,10 +304,8 @@ def as_format(fmt: Format | str | np.dtype | type[np.generic]) -> Format:
     if isinstance(fmt, str):
         return format(fmt)
     if isinstance(fmt, np.dtype) or (isinstance(fmt, type) and issubclass(fmt, np.generic)):
-        from fpsim.bits import format_of_dtype
-
         dtype = np.dtype(fmt)
-        found = format_of_dtype(dtype.newbyteorder("=") if dtype.kind == "f" else dtype)
+        found = _dtype_lookup[0](dtype.newbyteorder("=") if dtype.kind == "f" else dtype)
         if found is None:
             raise ValueError(f"dtype {dtype} is not one of fpsim's formats: a format is a "
                              "Format, a name (\"fp16\", \"e6m9\") or a float dtype of one")

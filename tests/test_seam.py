@@ -80,7 +80,8 @@ def module_name(path: Path) -> str:
 
 
 # A layer may import only from the layers listed for it (and from itself).
-BOTTOM = {"fpsim.formats", "fpsim.modes", "fpsim.flags", "fpsim._checks", "fpsim._dtypes"}
+BOTTOM = {"fpsim.formats", "fpsim.modes", "fpsim.flags", "fpsim._checks", "fpsim._dtypes",
+          "fpsim._optional"}
 LOWER = {
     "fpsim.formats": BOTTOM,
     "fpsim.kernels": BOTTOM | {"fpsim.kernels"},
