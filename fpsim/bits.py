@@ -11,7 +11,7 @@ from fpsim._dtypes import is_ml_dtype
 from fpsim._inputs import _refuse_masks, as_float_array
 from fpsim.backends import get_backend
 from fpsim.backends.protocol import is_device_array
-from fpsim.formats import PRESETS, Format, as_format, _register_dtype_lookup
+from fpsim.formats import PRESETS, Format, _register_dtype_lookup, as_format
 from fpsim.kernels.spec import make_spec
 
 if TYPE_CHECKING:
