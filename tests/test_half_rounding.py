@@ -182,3 +182,33 @@ def test_the_benchmark_names_the_conversion_and_the_target(monkeypatch):
     monkeypatch.setattr(numba_half.numba.config, "CPU_FEATURES", "")
     if numba_half.platform.machine().lower() in ("x86_64", "amd64"):
         assert compiled_for() == "Numba target: x86-64 (no features); binary16 arithmetic: none"
+
+
+@needs_half
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("mode", MODES)
+def test_the_probes_run_through_the_loop_a_call_runs(mode, parallel, bits):
+    offered(mode)
+    with backend("numba"):
+        half = get_backend().half
+        assert half.round_sound(mode, parallel, bits)
+        wrong = list(numba_half.ROUND_PROBES[mode])
+        wrong[0] = (wrong[0][0], wrong[0][1] ^ 0x2000)  # the next binary16 value
+        numba_half.ROUND_PROBES[mode], saved = tuple(wrong), numba_half.ROUND_PROBES[mode]
+        try:
+            assert not half.round_sound(mode, parallel, bits)
+        finally:
+            numba_half.ROUND_PROBES[mode] = saved
+
+
+@needs_half
+def test_a_large_call_loads_only_the_loop_it_runs():
+    """The probes use the call's own loop: a first large call loads one compiled loop."""
+    with backend("numba"):
+        half = numba_half.HalfAccumulation(get_backend().half.kind, get_backend().half.digest)
+        x = np.resize(np.float32([1 + 2.0**-11, 3.0]), numba_half.PARALLEL_CONVERSION)
+        out = np.empty_like(x)
+        assert half.round(x, out, "toward_zero")
+        assert list(half._loops) == [("round", "toward_zero", True, False)]
+        assert out[0] == 1.0 and out[1] == 3.0

@@ -382,20 +382,26 @@ class HalfAccumulation:
                 clone(_round, namespace, name))
         return self._loops[key]
 
-    def round_sound(self, mode: str) -> bool:
-        """The probes of ``mode``: the compiled conversion rounds as IEEE does, here and now."""
+    def round_sound(self, mode: str, parallel: bool = False, bits: bool = False) -> bool:
+        """The probes of ``mode``: the compiled conversion (the loop ``rounder(mode,
+        parallel, bits)`` a call runs: no other loop is loaded for the probes) rounds as IEEE
+        does, here and now."""
         p = np.array(ROUND_PROBES[mode], dtype=np.uint32)
-        got = np.empty(len(p), dtype=np.float32)
-        self.rounder(mode, False)(p[:, 0].view(np.float32), got)
+        want = p[:, 1].view(np.float32)
+        got = np.empty(len(p), dtype=np.uint16 if bits else np.float32)
+        self.rounder(mode, parallel, bits)(p[:, 0].view(np.float32), got)
+        if bits:  # binary16 encodings: the expected values are binary16 values
+            return bool(np.array_equal(got, want.astype(np.float16).view(np.uint16)))
         return bool(np.array_equal(got.view(np.uint32), p[:, 1]))
 
     def round(self, x: np.ndarray, out: np.ndarray, mode: str = "nearest_even") -> bool:
         """``out`` (float32, or uint16 for binary16 encodings): the float32 ``x`` rounded to
         binary16 in ``mode``; False (and ``out`` untouched) when the floating-point
         environment does not allow this path."""
-        if not self.round_sound(mode):
+        parallel, bits = x.size >= PARALLEL_CONVERSION, out.dtype == np.uint16
+        if not self.round_sound(mode, parallel, bits):
             return False
-        self.rounder(mode, x.size >= PARALLEL_CONVERSION, out.dtype == np.uint16)(x, out)
+        self.rounder(mode, parallel, bits)(x, out)
         return True
 
     def accumulate(self, A, B, C, out, rounded: bool, parallel: bool) -> np.ndarray | None:
