@@ -6,6 +6,11 @@ first imported)::
 
     NUMBA_ENABLE_CUDASIM=1 python tests/device_checks.py [--only NAME]
 
+On a GPU, ``python tests/device_checks.py --gpu`` runs the same checks on real CuPy. CuPy
+keeps no record of its calls or host reads, so there the checks compare bits and kernel
+launches only; and native policies (CuPy's own float16 arithmetic and cuBLAS) are reported
+against the cpu's NumPy float16, not required to equal it.
+
 Each check prints ``PASS name`` or ``FAIL name: why``; the exit status is 1 if any failed.
 ``FPSIM_DEVICE_STEPS`` (default 2) sets the training steps of the training check: the
 simulator runs each kernel thread as Python, so keep it small.
@@ -23,9 +28,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fake_cupy  # noqa: E402
+GPU = "--gpu" in sys.argv
+if GPU:
+    import cupy as xp  # noqa: E402
+else:
+    import fake_cupy as xp  # noqa: E402
 
-sys.modules["cupy"] = fake_cupy  # what fpsim imports as CuPy
+    sys.modules["cupy"] = xp  # what fpsim imports as CuPy
 
 import fpsim  # noqa: E402
 from fpsim import nn, optim  # noqa: E402
@@ -33,6 +42,15 @@ from fpsim.backends import cupy_backend  # noqa: E402
 from fpsim.data import batches  # noqa: E402
 from fpsim.nn import functional as F  # noqa: E402
 
+
+class _Uncounted:
+    """On a real GPU: CuPy records no calls or reads, so the counts are not checked."""
+    calls: list[str] = []
+    reads = 0
+
+
+seen = _Uncounted if GPU else xp
+COUNTED = not GPU
 STEPS = int(os.environ.get("FPSIM_DEVICE_STEPS", "2"))
 # CuPy's own sums and products: an emulated policy must not call them on the device.
 REDUCTIONS = ("sum", "matmul", "dot", "einsum", "tensordot", "add.reduce", "cumsum", "mean",
@@ -46,13 +64,13 @@ def check(func):
 
 
 def bits(a) -> np.ndarray:
-    a = fake_cupy.asnumpy(a) if isinstance(a, fake_cupy.ndarray) else np.asarray(a)
+    a = xp.asnumpy(a) if isinstance(a, xp.ndarray) else np.asarray(a)
     return a.view({8: np.int64, 4: np.int32, 2: np.int16}[a.dtype.itemsize])
 
 
 def same_bits(what: str, got, want) -> None:
-    assert isinstance(got, fake_cupy.ndarray), f"{what}: {type(got).__name__} on the host"
-    assert not isinstance(want, fake_cupy.ndarray), f"{what}: the cpu value is on the device"
+    assert isinstance(got, xp.ndarray), f"{what}: {type(got).__name__} on the host"
+    assert not isinstance(want, xp.ndarray), f"{what}: the cpu value is on the device"
     assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype)
     assert np.array_equal(bits(got), bits(want)), f"{what}: {got!r} != {want!r}"
 
@@ -72,9 +90,9 @@ def counted_steps(trainer, model, xs, target):
     and how many device-to-host reads each made."""
     reports, reads = [], []
     for _ in range(STEPS):
-        before = fake_cupy.reads
+        before = seen.reads
         reports.append(trainer.step(lambda: F.cross_entropy(model(xs), target)))
-        reads.append(fake_cupy.reads - before)
+        reads.append(seen.reads - before)
     return reports, reads
 
 
@@ -103,7 +121,7 @@ def round_trips():
     x = np.array([0.1, -2.5, 1e-6, 70000.0])
     t = fpsim.tensor(x, format="fp16")
     c = t.to("cuda")
-    assert c.device == "cuda" and c.format == t.format and isinstance(c.data, fake_cupy.ndarray)
+    assert c.device == "cuda" and c.format == t.format and isinstance(c.data, xp.ndarray)
     same_bits("to cuda", c.data, t.data)
     back = c.cpu()
     assert back.device == "cpu" and type(back.data) is np.ndarray
@@ -112,7 +130,7 @@ def round_trips():
     # Made there, rounded there: the same values as rounded on the host.
     d = fpsim.tensor(x, format="fp16", device="cuda")
     same_bits("tensor(device=cuda)", d.data, t.data)
-    same_bits("tensor(cupy array)", fpsim.tensor(fake_cupy.asarray(x)).data, x)
+    same_bits("tensor(cupy array)", fpsim.tensor(xp.asarray(x)).data, x)
     # numpy() and __array__ copy to the host.
     for host in (c.numpy(), np.asarray(c), np.asarray(c, dtype=np.float32)):
         assert type(host) is np.ndarray and np.array_equal(host, t.data)
@@ -124,18 +142,18 @@ def round_trips():
     assert type(w.grad) is np.ndarray and w.grad.tolist() == [2.0, 2.0]
     # Raw CuPy arrays are taken where arrays are: parameters, normalizations' inputs.
     with fpsim.precision.parse("mixed"):
-        p = nn.Parameter(fake_cupy.asarray([0.1, 3.0]))
+        p = nn.Parameter(xp.asarray([0.1, 3.0]))
         same_bits("Parameter", p.data, nn.Parameter([0.1, 3.0]).data)
         raw = np.array([[1.0, 2.0], [3.0, 5.0]])
         for norm in (lambda v: F.batch_norm(v), lambda v: F.layer_norm(v, 2)):
-            same_bits("normalized raw array", norm(fake_cupy.asarray(raw)).data, norm(raw).data)
+            same_bits("normalized raw array", norm(xp.asarray(raw)).data, norm(raw).data)
     # A module moves its parameters (and their gradients) and buffers, and back.
     nn.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
     before = model.state_dict()
     model.to("cuda")
     assert all(p.device == "cuda" for p in model.parameters())
-    assert isinstance(model[1].running_mean, fake_cupy.ndarray)
+    assert isinstance(model[1].running_mean, xp.ndarray)
     model.to("cpu")
     for name, value in model.state_dict().items():
         assert type(value) is np.ndarray and np.array_equal(bits(value), bits(before[name]))
@@ -174,7 +192,7 @@ def batches_on_the_device():
     assert len(host) == len(device) == 3
     for (hx, hy), (dx, dy) in zip(host, device, strict=True):
         same_bits("x batch", dx, hx)
-        assert isinstance(dy, fake_cupy.ndarray) and np.array_equal(fake_cupy.asnumpy(dy), hy)
+        assert isinstance(dy, xp.ndarray) and np.array_equal(xp.asnumpy(dy), hy)
 
 
 def _model():
@@ -198,19 +216,19 @@ def forward_and_backward_match_the_cpu():
             xs = fpsim.tensor(x, device=device)
             ys = fpsim.tensor(np.zeros(1), device=device)  # unused; tensors made there
             del ys
-            target = y if device == "cpu" else fake_cupy.asarray(y)
-            fake_cupy.calls.clear()
+            target = y if device == "cpu" else xp.asarray(y)
+            seen.calls.clear()
             with Launches() as launches, policy:
                 out = model(xs)
                 loss = F.cross_entropy(out, target)
                 loss.backward(1024.0)
             if device == "cuda":
-                own = [c for c in fake_cupy.calls if c in REDUCTIONS]
+                own = [c for c in seen.calls if c in REDUCTIONS]
                 assert not own, f"{text}: CuPy's own reductions ran: {own}"
                 assert launches.count > 10, f"{text}: {launches.count} cupy kernel calls"
                 graph = [t for t in loss.graph() if t.grad is not None]
-                assert all(isinstance(t.data, fake_cupy.ndarray) for t in loss.graph())
-                assert all(isinstance(t.grad, fake_cupy.ndarray) for t in graph)
+                assert all(isinstance(t.data, xp.ndarray) for t in loss.graph())
+                assert all(isinstance(t.grad, xp.ndarray) for t in graph)
             else:
                 assert launches.count == 0
             results[device] = [out.data, loss.data] + [p.grad for p in model.parameters()]
@@ -226,12 +244,12 @@ def lstm_matches_the_cpu():
     for device in ("cpu", "cuda"):
         nn.manual_seed(0)
         lstm = nn.LSTM(2, 3).to(policy).to(device)
-        fake_cupy.calls.clear()
+        seen.calls.clear()
         with policy:
             out, (h, c) = lstm(fpsim.tensor(x, device=device))
             (out.sum() + h.sum() + c.sum()).backward(256.0)
         if device == "cuda":
-            own = [c for c in fake_cupy.calls if c in REDUCTIONS]
+            own = [c for c in seen.calls if c in REDUCTIONS]
             assert not own, f"CuPy's own reductions ran: {own}"
         results[device] = [out.data, h.data, c.data] + [p.grad for p in lstm.parameters()]
     for i, (got, want) in enumerate(zip(results["cuda"], results["cpu"], strict=True)):
@@ -247,17 +265,22 @@ def native_policies_use_cupys_arithmetic():
     results = {}
     for device in ("cpu", "cuda"):
         model = _model().to(policy).to(device)
-        target = y if device == "cpu" else fake_cupy.asarray(y)
-        fake_cupy.calls.clear()
+        target = y if device == "cpu" else xp.asarray(y)
+        seen.calls.clear()
         with Launches() as launches, policy:
             out = model(fpsim.tensor(x, device=device))
             loss = F.cross_entropy(out, target)
             loss.backward()
         results[device] = [out.data, loss.data] + [p.grad for p in model.parameters()]
-    assert "matmul" in fake_cupy.calls and launches.count == 0, (fake_cupy.calls, launches.count)
+    assert (not COUNTED or "matmul" in seen.calls) and launches.count == 0, (seen.calls,
+                                                                              launches.count)
     assert results["cuda"][0].dtype == np.float16
     for i, (got, want) in enumerate(zip(results["cuda"], results["cpu"], strict=True)):
-        same_bits(f"native_fp16: value {i}", got, want)
+        if COUNTED:
+            same_bits(f"native_fp16: value {i}", got, want)
+        else:  # CuPy's float16 and cuBLAS against NumPy's: reported, not required
+            same = np.mean(bits(got) == bits(want))
+            print(f"  native_fp16 value {i}: {same:.1%} of the cpu's bits", flush=True)
 
 
 @check
@@ -270,8 +293,8 @@ def training_matches_the_cpu():
         trainer = fpsim.training.Trainer(model.to(device), opt, "fp16,order=sequential",
                                          loss_scale="dynamic", clip_norm=None)
         # Raw arrays, as batches(device=...) yields them.
-        xs = x if device == "cpu" else fake_cupy.asarray(x)
-        target = y if device == "cpu" else fake_cupy.asarray(y)
+        xs = x if device == "cpu" else xp.asarray(x)
+        target = y if device == "cpu" else xp.asarray(y)
         reports = [trainer.step(lambda m=model, xs=xs, t=target: F.cross_entropy(m(xs), t))
                    for _ in range(STEPS)]
         state = [opt.state[id(p)]["momentum_buffer"] for p in model.parameters()
@@ -302,16 +325,17 @@ def one_host_read_per_step():
             opt = optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
             trainer = fpsim.training.Trainer(model.to(device), opt, "fp16,order=sequential",
                                              loss_scale=loss_scale, clip_norm=clip)
-            xs = x if device == "cpu" else fake_cupy.asarray(x)
-            target = y if device == "cpu" else fake_cupy.asarray(y)
+            xs = x if device == "cpu" else xp.asarray(x)
+            target = y if device == "cpu" else xp.asarray(y)
             reports, reads = counted_steps(trainer, model, xs, target)
             if device == "cuda":
                 allowed = 1 if clip is None else 2
-                assert max(reads) <= allowed, (loss_scale, clip, reads)
-                before = fake_cupy.reads
-                assert isinstance(reports[-1].loss, float) and fake_cupy.reads == before + 1
+                assert not COUNTED or max(reads) <= allowed, (loss_scale, clip, reads)
+                before = seen.reads
+                assert isinstance(reports[-1].loss, float)
+                assert not COUNTED or seen.reads == before + 1
                 reports[-1].loss  # noqa: B018 - read once, then kept
-                assert fake_cupy.reads == before + 1
+                assert not COUNTED or seen.reads == before + 1
             runs[device] = (repr(reports), [p.data for p in model.parameters()],
                             opt.absorbed, opt.updated)
         assert runs["cuda"][0] == runs["cpu"][0], (loss_scale, runs["cuda"][0], runs["cpu"][0])
@@ -321,21 +345,21 @@ def one_host_read_per_step():
     # Out-of-range classes: outside a step, an error at once; inside one, at its read,
     # before anything is updated.
     logits = fpsim.tensor(np.zeros((2, 3)), device="cuda")
-    bad = fake_cupy.asarray([0, 3])
+    bad = xp.asarray([0, 3])
     raises(ValueError, ("0..2",), lambda: F.cross_entropy(logits, bad))
     for loss_scale in (None, "dynamic"):
         model = _model().to("cuda")
         trainer = fpsim.training.Trainer(model, optim.SGD(model.parameters(), lr=0.5),
                                          "fp16", loss_scale=loss_scale)
-        before = [fake_cupy.asnumpy(p.data) for p in model.parameters()]
-        xs = fake_cupy.asarray(x[:2])
-        reads = fake_cupy.reads
+        before = [xp.asnumpy(p.data) for p in model.parameters()]
+        xs = xp.asarray(x[:2])
+        reads = seen.reads
         raises(ValueError, ("0..2",),
                lambda m=model, t=trainer, xs=xs: t.step(lambda: F.cross_entropy(m(xs), bad)))
-        assert fake_cupy.reads == reads + 1 and trainer.steps == 0
+        assert (not COUNTED or seen.reads == reads + 1) and trainer.steps == 0
         assert trainer.loss_scale.scale == (1.0 if loss_scale is None else 2.0**16)
         for p, b in zip(model.parameters(), before, strict=True):
-            assert np.array_equal(fake_cupy.asnumpy(p.data), b)
+            assert np.array_equal(xp.asnumpy(p.data), b)
 
 
 @check
@@ -349,10 +373,10 @@ def gradient_norm_and_clipping_match_the_cpu():
     for shape in [(5,), (129,), (3, 300), (40, 30)]:
         for order in ("C", "F"):
             a = np.asarray(rng.random(shape) * 10.0 ** rng.integers(-8, 8, shape), order=order)
-            fake_cupy.calls.clear()
-            got = float64_sum(fake_cupy.asarray(a) if order == "C" else
-                              fake_cupy.asarray(a.T).T)
-            assert not [c for c in fake_cupy.calls if c in REDUCTIONS], fake_cupy.calls
+            seen.calls.clear()
+            got = float64_sum(xp.asarray(a) if order == "C" else
+                              xp.asarray(a.T).T)
+            assert not [c for c in seen.calls if c in REDUCTIONS], seen.calls
             same_bits(f"float64_sum {shape} {order}", got.reshape(1), np.sum(a).reshape(1))
     x, y = rng.normal(size=(6, 20)), np.array([0, 2, 1, 2, 0, 1])
     for text in ("fp16,order=sequential", "mixed,order=pairwise"):
@@ -363,13 +387,13 @@ def gradient_norm_and_clipping_match_the_cpu():
             opt = optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
             trainer = fpsim.training.Trainer(model.to(device), opt, text,
                                              loss_scale="dynamic", clip_norm=0.05)
-            xs = x if device == "cpu" else fake_cupy.asarray(x)
-            target = y if device == "cpu" else fake_cupy.asarray(y)
-            fake_cupy.calls.clear()
+            xs = x if device == "cpu" else xp.asarray(x)
+            target = y if device == "cpu" else xp.asarray(y)
+            seen.calls.clear()
             reports = [trainer.step(lambda m=model, xs=xs, t=target: F.cross_entropy(m(xs), t))
                        for _ in range(STEPS)]
             if device == "cuda":
-                own = [c for c in fake_cupy.calls if c in REDUCTIONS]
+                own = [c for c in seen.calls if c in REDUCTIONS]
                 assert not own, f"{text}: CuPy's own reductions ran: {own}"
             runs[device] = (repr(reports), [p.data for p in model.parameters()])
             assert all(r.grad_norm > 0.05 for r in reports if not r.skipped), reports
@@ -395,10 +419,10 @@ def cnn_and_embedding_match_the_cpu():
     np.add.at(want, ids, rows)
     np.add.at(backwards, ids[::-1], rows[::-1])
     assert not np.array_equal(want, backwards)  # the order shows in the bits
-    got = fake_cupy.asarray(start)
-    fake_cupy.calls.clear()
-    add_at(got, fake_cupy.asarray(ids), fake_cupy.asarray(rows))
-    assert "add.at" not in fake_cupy.calls, fake_cupy.calls
+    got = xp.asarray(start)
+    seen.calls.clear()
+    add_at(got, xp.asarray(ids), xp.asarray(rows))
+    assert "add.at" not in seen.calls, seen.calls
     same_bits("add_at", got, want)
     images = rng.normal(size=(2, 1, 5, 5))
     labels = np.array([1, 0])
@@ -416,22 +440,22 @@ def cnn_and_embedding_match_the_cpu():
             opt = optim.SGD(model.parameters(), lr=0.5)
             trainer = fpsim.training.Trainer(model.to(device), opt, "mixed,order=sequential",
                                              loss_scale="dynamic")
-            xs = data if device == "cpu" else fake_cupy.asarray(data)
-            target = labels if device == "cpu" else fake_cupy.asarray(labels)
-            fake_cupy.calls.clear()
+            xs = data if device == "cpu" else xp.asarray(data)
+            target = labels if device == "cpu" else xp.asarray(labels)
+            seen.calls.clear()
             reports, reads = counted_steps(trainer, model, xs, target)
             if device == "cuda":
-                own = [c for c in fake_cupy.calls if c in REDUCTIONS + ("add.at",)]
+                own = [c for c in seen.calls if c in REDUCTIONS + ("add.at",)]
                 assert not own, f"{name}: CuPy's own reductions ran: {own}"
                 # The embedding's backward reads its ids' largest repeat count.
-                assert reads == [1 if name == "cnn" else 2] * STEPS, (name, reads)
+                assert not COUNTED or reads == [1 if name == "cnn" else 2] * STEPS, reads
             runs[device] = (repr(reports), [p.data for p in model.parameters()])
         assert runs["cuda"][0] == runs["cpu"][0], (name, runs["cuda"][0], runs["cpu"][0])
         for i, (got, want) in enumerate(zip(runs["cuda"][1], runs["cpu"][1], strict=True)):
             same_bits(f"{name}: weight {i}", got, want)
     # Ids out of range: an error at once outside a step (and at the step's read inside).
     table = fpsim.tensor(np.ones((3, 2)), device="cuda")
-    raises(ValueError, ("0..2",), lambda: F.embedding(fake_cupy.asarray([0, 3]), table))
+    raises(ValueError, ("0..2",), lambda: F.embedding(xp.asarray([0, 3]), table))
 
 
 @check
@@ -448,8 +472,8 @@ def optimizer_state_follows_a_moved_model():
             on_gpu = moved and step == 1
             if on_gpu:
                 model.to("cuda")
-            xs = fake_cupy.asarray(x) if on_gpu else x
-            ys = fake_cupy.asarray(y) if on_gpu else y
+            xs = xp.asarray(x) if on_gpu else x
+            ys = xp.asarray(y) if on_gpu else y
             trainer.step(lambda m=model, xs=xs, ys=ys: F.cross_entropy(m(xs), ys))
         state = [v for p in model.parameters() for k, v in sorted(opt.state[id(p)].items())
                  if k != "step"]
@@ -463,17 +487,17 @@ def monitors_count_on_the_device():
     from fpsim.training import FlushCounter, GradientCounts, exponent_histogram, flushed_fraction
 
     values = np.array([0.0, 1e-9, -3e-6, 2.0**-20, 1.5, -70000.0, np.inf, np.nan, 6e-8])
-    device = fake_cupy.asarray(values)
+    device = xp.asarray(values)
     # NumPy would take the stand-in's arrays as its own: the calls show CuPy's ran.
-    fake_cupy.calls.clear()
+    seen.calls.clear()
     assert GradientCounts.of([device], "fp16") == GradientCounts.of([values], "fp16")
-    assert fake_cupy.calls.count("count_nonzero") == 3, fake_cupy.calls
+    assert not COUNTED or seen.calls.count("count_nonzero") == 3, seen.calls
     for scale in (1.0, 1024.0):
         assert flushed_fraction([device], "fp16", scale) == flushed_fraction([values], "fp16",
                                                                             scale)
-    fake_cupy.calls.clear()
+    seen.calls.clear()
     got, want = exponent_histogram([device], -30, 20), exponent_histogram([values], -30, 20)
-    assert "bincount" in fake_cupy.calls, fake_cupy.calls
+    assert not COUNTED or "bincount" in seen.calls, seen.calls
     assert all(type(g) is type(w) for g, w in zip(got, want, strict=True))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert got[2] == want[2] == 1
@@ -539,8 +563,9 @@ def every_operation_matches_the_cpu():
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
+    parser.add_argument("--gpu", action="store_true", help="real CuPy on a GPU")
     args = parser.parse_args()
-    assert cupy_backend.SIMULATOR, "run with NUMBA_ENABLE_CUDASIM=1"
+    assert GPU or cupy_backend.SIMULATOR, "run with NUMBA_ENABLE_CUDASIM=1 (or --gpu)"
     failed = 0
     for name, func in CHECKS.items():
         if args.only not in name:
