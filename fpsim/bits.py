@@ -70,7 +70,7 @@ def to_bits(x: Values | Scalar, fmt: FormatLike) -> Any:
         raise ValueError(f"x={flat[bad]!r} (flat index {bad}) is not representable in {fmt.name}")
     t, bias = fmt.man_bits, fmt.bias
     u = flat.view(np.uint64)
-    sign = (u & _SIGN) >> np.uint64(63 - (fmt.bits - 1))
+    sign = (u & _SIGN) >> np.uint64(63 - (fmt.bits - 1)) if fmt.signed else np.uint64(0)
     mag = np.abs(flat)
     with np.errstate(invalid="ignore"):
         normal = mag >= fmt.smallest_normal
@@ -139,19 +139,22 @@ def from_bits(bits: npt.ArrayLike, fmt: FormatLike) -> Any:
     u = arr.astype(np.uint64).reshape(-1)
     frac = u & np.uint64(2**t - 1)
     field = ((u >> np.uint64(t)) & np.uint64(2**fmt.exp_bits - 1)).astype(np.int64)
-    negative = (u >> np.uint64(fmt.bits - 1)) != 0
+    negative = ((u >> np.uint64(fmt.bits - 1)) != 0) & fmt.signed
     top = 2**fmt.exp_bits - 1
     if fmt.infinities:
         special = field == top
     else:
-        special = (field == top) & (frac == np.uint64(2**t - 1))
+        special = (field == top) & (frac == np.uint64(2**t - 1)) & fmt.nan
     normal_bits = (np.clip(field - bias + 1023, 1, 2046).astype(np.uint64) << np.uint64(52)) | (
         frac << np.uint64(52 - t)
     )
     subnormal = np.ldexp(frac.astype(np.float64), fmt.emin - t)
-    value = np.where(field > 0, normal_bits.view(np.float64), subnormal)
+    # Exponent-only (E8M0): field 0 is 2**-bias, a normal value; no subnormals, no zero.
+    value = np.where((field > 0) | (t == 0), normal_bits.view(np.float64), subnormal)
     # Keep a NaN's payload (and so its quiet bit) in the binary64 fraction.
     special_bits = np.uint64(0x7FF << 52) | (frac << np.uint64(52 - t))
+    if not fmt.infinities:  # every special is a NaN (E8M0's has no fraction: set it quiet)
+        special_bits = special_bits | np.uint64(1 << 51)
     value = np.where(special, special_bits.view(np.float64), value)
     value = np.where(negative, -value, value)
     out: np.ndarray = value.reshape(arr.shape)
@@ -171,9 +174,9 @@ def format_of_dtype(dtype: npt.DTypeLike) -> Format | None:
     -------
     Format or None
         The format whose values ``dtype`` holds, value for value and encoding for
-        encoding (NaNs as a class); None when it is none of fpsim's (integers,
-        ml_dtypes' fnuz types, which have no -0, its fn types of under 8 bits,
-        which have no NaN).
+        encoding (NaNs as a class): ``float4_e2m1fn``, ``float6_e2m3fn``,
+        ``float6_e3m2fn`` and ``float8_e8m0fnu`` included; None when it is none of
+        fpsim's (integers, ml_dtypes' fnuz types, which have no -0).
 
     Raises
     ------
@@ -188,6 +191,9 @@ def format_of_dtype(dtype: npt.DTypeLike) -> Format | None:
     Format(5, 10, name='fp16')
     >>> format_of_dtype(np.int8) is None
     True
+    >>> import ml_dtypes
+    >>> format_of_dtype(ml_dtypes.float4_e2m1fn).name
+    'fp4_e2m1'
     """
     dtype = np.dtype(dtype)
     natives = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
@@ -202,22 +208,27 @@ def format_of_dtype(dtype: npt.DTypeLike) -> Format | None:
         info = ml_dtypes.finfo(dtype)
     except ValueError:  # an integer type
         return None
-    codes = np.arange(2 ** (8 * dtype.itemsize), dtype=np.uint64)
+    width = int(info.bits)  # under 8 for float4 and float6, stored one to a byte
+    codes = np.arange(2**width, dtype=np.uint64)
     stored = codes.astype({1: np.uint8, 2: np.uint16}[dtype.itemsize]).view(dtype)
     with np.errstate(invalid="ignore"):
         values = stored.astype(np.float64)
     has_inf = bool(np.isinf(values).any())
-    for exp_bits in {info.nexp, 8 * dtype.itemsize - 1 - info.nmant}:
-        try:
-            fmt = Format(int(exp_bits), int(info.nmant), infinities=has_inf)
-        except ValueError:
-            continue
-        if fmt.bits != 8 * dtype.itemsize:
-            continue
-        ours = np.asarray(from_bits(codes, fmt), dtype=np.float64)
-        same = (ours == values) & (np.signbit(ours) == np.signbit(values))
-        if np.all(same | (np.isnan(ours) & np.isnan(values))):
-            return next((p for p in PRESETS.values() if p == fmt), fmt)
+    # IEEE or finite with NaN; finite without NaN (float4/6 fn); unsigned (float8_e8m0fnu).
+    styles = ((has_inf, True, True), (False, False, True), (False, True, False))
+    for exp_bits in {info.nexp, width - 1 - info.nmant}:
+        for infinities, nan, signed in styles:
+            try:
+                fmt = Format(int(exp_bits), int(info.nmant), infinities=infinities, nan=nan,
+                             signed=signed)
+            except ValueError:
+                continue
+            if fmt.bits != width:
+                continue
+            ours = np.asarray(from_bits(codes, fmt), dtype=np.float64)
+            same = (ours == values) & (np.signbit(ours) == np.signbit(values))
+            if np.all(same | (np.isnan(ours) & np.isnan(values))):
+                return next((p for p in PRESETS.values() if p == fmt), fmt)
     return None
 
 

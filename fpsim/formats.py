@@ -1,4 +1,5 @@
-"""Binary floating-point formats: IEEE 754 style and the OCP finite style."""
+"""Binary floating-point formats: IEEE 754 style, the OCP finite styles (with and without a
+NaN) and the unsigned scale formats (E8M0, UE4M3)."""
 
 from __future__ import annotations
 
@@ -30,14 +31,23 @@ class Format:
     exp_bits : int
         Exponent bits, 2..11.
     man_bits : int
-        Fraction (trailing significand) bits, 1..52.
+        Fraction (trailing significand) bits, 1..52; 0 for an exponent-only
+        unsigned format (E8M0: every encoding but the NaN is a power of two, no
+        zero, no subnormals).
     name : str, optional
         A label; by default the canonical name ``e<exp_bits>m<man_bits>``
-        (``fn`` appended in the finite style).
+        (``fn`` appended in the finite style, ``fnn`` without a NaN, ``u``
+        prepended when unsigned).
     infinities : bool, default True
         True: IEEE 754 style. False: the OCP finite style (as fp8_e4m3): no
         infinities, the all-ones exponent holds finite values and only the
         all-ones pattern is NaN (needs ``exp_bits <= 10``).
+    nan : bool, default True
+        False (with ``infinities=False``): no NaN either, every encoding is
+        finite (OCP fp6 e2m3, fp6 e3m2, fp4 e2m1).
+    signed : bool, default True
+        False (with ``infinities=False``): no sign bit; the unsigned scale
+        formats, whose all-ones pattern is NaN (E8M0, UE4M3).
 
     Attributes
     ----------
@@ -50,6 +60,9 @@ class Format:
     max, smallest_normal, smallest_subnormal, eps : float
         The largest finite value, ``2**emin``, ``2**(emin - man_bits)`` and
         ``2**-man_bits``.
+    style : str
+        The special values: ``"ieee"``, ``"finite_nan"``, ``"finite"`` or
+        ``"unsigned"`` (``docs/semantics.md``).
     dtype : numpy.dtype
         The narrowest of float16, float32, float64 that holds every value.
     bits_dtype : numpy.dtype
@@ -72,36 +85,58 @@ class Format:
     (65504.0, 6.103515625e-05, 0.0009765625)
     >>> fpsim.Format(4, 3, infinities=False).max
     448.0
+    >>> fp4 = fpsim.Format(2, 1, infinities=False, nan=False)
+    >>> fp4.max, fp4.style, fp4.name
+    (6.0, 'finite', 'e2m1fnn')
+    >>> fpsim.Format(8, 0, signed=False, infinities=False).max == 2.0**127
+    True
     """
 
     exp_bits: int
     man_bits: int
     name: str = field(default=None, compare=False)  # type: ignore[assignment]  # set: a str
     infinities: bool = True
+    nan: bool = True
+    signed: bool = True
 
     def __init__(
-        self, exp_bits: int, man_bits: int, *, name: str | None = None, infinities: bool = True
+        self, exp_bits: int, man_bits: int, *, name: str | None = None, infinities: bool = True,
+        nan: bool = True, signed: bool = True,
     ) -> None:
-        for label, value, lo, hi in (("exp_bits", exp_bits, 2, 11), ("man_bits", man_bits, 1, 52)):
+        for label, value, lo, hi in (("exp_bits", exp_bits, 2, 11), ("man_bits", man_bits, 0, 52)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise ValueError(f"{label} must be an integer, got {value!r}")
             if not lo <= value <= hi:
-                raise ValueError(f"{label}={value} is out of the supported range {lo}..{hi}")
+                raise ValueError(f"{label}={value} is out of the supported range "
+                                 f"{max(lo, 1) if label == 'man_bits' else lo}..{hi}")
         infinities = boolean(infinities, "infinities")
+        nan = boolean(nan, "nan")
+        signed = boolean(signed, "signed")
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if not infinities and exp_bits > 10:
             raise ValueError(
                 f"exp_bits={exp_bits}: a format without infinities needs exp_bits <= 10"
             )
+        if not nan and infinities:
+            raise ValueError("nan=False needs infinities=False: a format with infinities has NaNs")
+        if not signed and (infinities or not nan):
+            raise ValueError("signed=False needs infinities=False and nan=True: the unsigned "
+                             "formats (E8M0, UE4M3) are finite with an all-ones NaN")
+        if man_bits == 0 and signed:
+            raise ValueError("man_bits=0 is out of the supported range 1..52 for a signed "
+                             "format (0 is the exponent-only unsigned style, E8M0)")
         object.__setattr__(self, "exp_bits", int(exp_bits))
         object.__setattr__(self, "man_bits", int(man_bits))
         object.__setattr__(self, "infinities", bool(infinities))
+        object.__setattr__(self, "nan", bool(nan))
+        object.__setattr__(self, "signed", bool(signed))
         object.__setattr__(self, "name", name if name is not None else self.canonical_name)
 
     @property
     def canonical_name(self) -> str:
-        """``e<exp_bits>m<man_bits>``, with ``fn`` for the finite style: ``format()``
+        """``e<exp_bits>m<man_bits>``, with ``fn`` for the finite style, ``fnn`` for the
+        finite style without a NaN, and ``u`` before it when unsigned: ``format()``
         reads it back.
 
         Examples
@@ -109,8 +144,32 @@ class Format:
         >>> import fpsim
         >>> fpsim.PRESETS["bf16"].canonical_name, fpsim.PRESETS["fp8_e4m3"].canonical_name
         ('e8m7', 'e4m3fn')
+        >>> fpsim.PRESETS["fp4_e2m1"].canonical_name, fpsim.PRESETS["e8m0"].canonical_name
+        ('e2m1fnn', 'ue8m0')
         """
-        return f"e{self.exp_bits}m{self.man_bits}" + ("" if self.infinities else "fn")
+        core = f"e{self.exp_bits}m{self.man_bits}"
+        if not self.signed:
+            return "u" + core
+        return core + ("" if self.infinities else "fn" if self.nan else "fnn")
+
+    @property
+    def style(self) -> str:
+        """The format's special values: ``"ieee"`` (infinities and NaNs),
+        ``"finite_nan"`` (no infinities, one NaN pattern per sign: OCP fp8 e4m3),
+        ``"finite"`` (every encoding finite: OCP fp6, fp4) or ``"unsigned"`` (no sign
+        bit, no infinities, the all-ones pattern NaN: E8M0, UE4M3).
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> [fpsim.format(n).style for n in ("fp16", "fp8_e4m3", "fp6_e3m2", "ue4m3")]
+        ['ieee', 'finite_nan', 'finite', 'unsigned']
+        """
+        if not self.signed:
+            return "unsigned"
+        if self.infinities:
+            return "ieee"
+        return "finite_nan" if self.nan else "finite"
 
     @property
     def bias(self) -> int:
@@ -119,13 +178,15 @@ class Format:
 
     @property
     def emin(self) -> int:
-        """The least normal exponent, ``1 - bias``."""
-        return 1 - self.bias
+        """The least normal exponent, ``1 - bias`` (``-bias`` when exponent-only: E8M0)."""
+        return 1 - self.bias if self.man_bits else -self.bias
 
     @property
     def emax(self) -> int:
-        """The greatest exponent of a finite value: ``bias`` (``bias + 1`` in the finite style)."""
-        return self.bias if self.infinities else self.bias + 1
+        """The greatest exponent of a finite value: ``bias`` (``bias + 1`` in the finite
+        styles, where the all-ones exponent holds finite values; ``bias`` when
+        exponent-only, where it is the NaN)."""
+        return self.bias if self.infinities or not self.man_bits else self.bias + 1
 
     @property
     def precision(self) -> int:
@@ -135,12 +196,13 @@ class Format:
     @property
     def bits(self) -> int:
         """The width of an encoding, ``1 + exp_bits + man_bits``."""
-        return 1 + self.exp_bits + self.man_bits
+        return int(self.signed) + self.exp_bits + self.man_bits
 
     @cached_property
     def max(self) -> float:
         """The largest finite value."""
-        top = 2.0 - 2.0 ** -self.man_bits * (1 if self.infinities else 2)
+        nan_on_top = not self.infinities and self.nan and self.man_bits > 0
+        top = 2.0 - 2.0 ** -self.man_bits * (2 if nan_on_top else 1)
         return float(np.ldexp(top, self.emax))
 
     @cached_property
@@ -181,10 +243,12 @@ class Format:
 
     def __repr__(self) -> str:
         extra = "" if self.infinities else ", infinities=False"
+        extra += ("" if self.nan else ", nan=False") + ("" if self.signed else ", signed=False")
         return f"Format({self.exp_bits}, {self.man_bits}, name={self.name!r}{extra})"
 
 
-#: The preset formats by name: fp16, bf16, tf32, fp32, fp64, fp8_e5m2, fp8_e4m3.
+#: The preset formats by name: fp16, bf16, tf32, fp32, fp64, fp8_e5m2, fp8_e4m3, and the
+#: block-scaled element and scale formats fp6_e2m3, fp6_e3m2, fp4_e2m1, e8m0, ue4m3.
 PRESETS: dict[str, Format] = {
     f.name: f
     for f in (
@@ -195,6 +259,11 @@ PRESETS: dict[str, Format] = {
         Format(11, 52, name="fp64"),
         Format(5, 2, name="fp8_e5m2"),
         Format(4, 3, name="fp8_e4m3", infinities=False),
+        Format(2, 3, name="fp6_e2m3", infinities=False, nan=False),
+        Format(3, 2, name="fp6_e3m2", infinities=False, nan=False),
+        Format(2, 1, name="fp4_e2m1", infinities=False, nan=False),
+        Format(8, 0, name="e8m0", infinities=False, signed=False),
+        Format(4, 3, name="ue4m3", infinities=False, signed=False),
     )
 }
 
@@ -204,10 +273,12 @@ _ALIASES = {
     "binary32": "fp32", "single": "fp32", "float32": "fp32",
     "binary64": "fp64", "double": "fp64", "float64": "fp64",
     "e5m2": "fp8_e5m2", "e4m3": "fp8_e4m3",
+    "float6_e2m3fn": "fp6_e2m3", "float6_e3m2fn": "fp6_e3m2", "float4_e2m1fn": "fp4_e2m1",
+    "float8_e8m0fnu": "e8m0", "ue8m0": "e8m0",
 }
 
 
-_CANONICAL = re.compile(r"e(\d{1,2})m(\d{1,2})(fn)?")
+_CANONICAL = re.compile(r"(u)?e(\d{1,2})m(\d{1,2})(fnn|fn)?")
 
 
 def format(name: str) -> Format:
@@ -217,9 +288,12 @@ def format(name: str) -> Format:
     ----------
     name : str
         A preset (``"fp16"``, ``"bf16"``, ``"tf32"``, ``"fp32"``, ``"fp64"``,
-        ``"fp8_e5m2"``, ``"fp8_e4m3"``), an alias (``"half"``, ``"float32"``,
-        ``"bfloat16"``, ...), or ``"e<exp_bits>m<man_bits>"`` (``"e6m9"``;
-        ``"e4m3fn"``: the finite style, no infinities); case is ignored.
+        ``"fp8_e5m2"``, ``"fp8_e4m3"``, ``"fp6_e2m3"``, ``"fp6_e3m2"``,
+        ``"fp4_e2m1"``, ``"e8m0"``, ``"ue4m3"``), an alias (``"half"``,
+        ``"float32"``, ``"bfloat16"``, ml_dtypes' names ``"float4_e2m1fn"``, ...),
+        or ``"e<exp_bits>m<man_bits>"`` (``"e6m9"``; ``"e4m3fn"``: the finite
+        style, no infinities; ``"e3m2fnn"``: finite, no NaN; ``"ue5m2"``:
+        unsigned); case is ignored.
 
     Returns
     -------
@@ -248,8 +322,11 @@ def format(name: str) -> Format:
     if key in PRESETS:
         return PRESETS[key]
     match = _CANONICAL.fullmatch(key)
-    if match:
-        return Format(int(match[1]), int(match[2]), infinities=match[3] is None)
+    if match and not (match[1] and match[4]):
+        exp_bits, man_bits = int(match[2]), int(match[3])
+        if match[1]:
+            return Format(exp_bits, man_bits, infinities=False, signed=False)
+        return Format(exp_bits, man_bits, infinities=match[4] is None, nan=match[4] != "fnn")
     known = ", ".join(sorted(PRESETS))
     raise ValueError(f"unknown format {name!r}; known formats: {known}, or e<E>m<M> "
                      "(e.g. e6m9) for a custom one")

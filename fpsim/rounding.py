@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from fpsim._elementwise import elementwise
+from fpsim._inputs import as_float_array
 from fpsim.bits import format_of_dtype
 from fpsim.formats import Format, as_format
 
@@ -114,6 +115,7 @@ def round(
     ------
     ValueError
         An unknown format or rounding mode; a value fpsim cannot take exactly;
+        a NaN in ``x`` when ``fmt`` has no NaN (``fp6_e2m3``, ``fp6_e3m2``, ``fp4_e2m1``);
         a ``seed``, ``random_bits`` or flag argument out of range or of the
         wrong type; a ``dtype`` that does not hold exactly ``fmt``'s values; an
         ``out`` of another shape, a dtype that cannot hold the values, read-only,
@@ -133,6 +135,8 @@ def round(
     >>> values, flags = fpsim.round([0.1, 70000.0], "fp16", flags=True)
     >>> [fpsim.flags.describe(f) for f in flags]
     ['inexact', 'inexact|overflow']
+    >>> fpsim.round([7.0, -100.0], "fp4_e2m1").tolist()  # no infinities: it saturates
+    [6.0, -6.0]
     >>> float(fpsim.round(0.1, "bf16", "stochastic", seed=0))
     0.099609375
     >>> import numpy as np
@@ -144,11 +148,25 @@ def round(
     """
     if out is not None and dtype is not None:
         raise ValueError("give dtype or out, not both: out's dtype is the result's")
+    _refuse_nan(x, as_format(fmt))
     return elementwise(
         "round_value", {"x": x}, fmt, rounding, subnormals=subnormals, saturate=saturate,
         flags=flags, seed=seed, random_bits=random_bits, arithmetic=False, into=out,
         dtype=None if dtype is None else _matching(dtype, as_format(fmt)),
     )
+
+
+def _refuse_nan(x: Any, fmt: Format) -> None:
+    """ValueError where ``x`` holds a NaN and ``fmt`` has no NaN (OCP fp6, fp4): the OCP MX
+    specification leaves the conversion implementation-defined, and fpsim invents no value."""
+    if fmt.nan:
+        return
+    arr = as_float_array(x, "x", device=True)
+    nan = arr != arr
+    if bool(nan.any()):
+        first = int(nan.reshape(-1).argmax())
+        raise ValueError(f"x: NaN at flat index {first}, and {fmt.name} has no NaN encoding "
+                         "(every encoding of it is finite): replace NaNs before rounding")
 
 
 def _matching(dtype: npt.DTypeLike | None, fmt: Format) -> np.dtype:

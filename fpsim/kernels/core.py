@@ -140,8 +140,15 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
     # Compared as encodings: a carrier at +inf may step past it.
     over = rounded > f64_bits(spec.maxv)
     v = select(over, overflow_value(neg, spec), bits_f64(rounded))
-    flush = (spec.subnormals == 0) & (v < spec.minnorm) & ((a != 0) | sticky)
+    nonzero = (a != 0) | sticky
+    flush = (spec.subnormals == 0) & (v < spec.minnorm) & nonzero
     v = select(flush, 0.0, v)
+    # An exponent-only format (E8M0, t = 0) has no zero: a nonzero magnitude below its
+    # smallest value gives that value, and zero has no encoding (NaN, INVALID). An unsigned
+    # format has no negative values: a negative nonzero value is NaN (INVALID).
+    v = select((spec.t == 0) & (v == 0.0) & nonzero, spec.minnorm, v)
+    invalid = ((spec.t == 0) & (nonzero == 0)) | ((spec.signed == 0) & neg & nonzero)
+    v = select(invalid, NAN, v)
     flags = 0
     if want_flags:
         # Tininess after rounding (IEEE 754 section 7.5): round to the
@@ -156,11 +163,11 @@ def round_mag(a, sticky, neg, rnd, spec, want_flags):
         inc_u = increment(odd_u, sig - (keep_u << du), du, sticky, neg, rnd, spec.mode, spec.rbits)
         reaches = (e_top == spec.emin - 1) & (keep_u + inc_u == (1 << (spec.t + 1)))
         tiny = (e_top < spec.emin) & (reaches == 0) & ((a != 0) | sticky)
-        flags = (
+        flags = select(invalid, INVALID, (
             select(inexact | over | flush, INEXACT, 0)
             | select((tiny & inexact) | flush, UNDERFLOW, 0)
             | select(over, OVERFLOW, 0)
-        )
+        ))
     return v, flags
 
 
@@ -244,7 +251,10 @@ def representable(x, spec):
     d = FRAC - spec.t + maximum(spec.emin + BIAS - maximum(a >> FRAC, 1), 0)
     on_grid = (a & ((1 << minimum(d, SHIFT_CAP)) - 1)) == 0
     finite_ok = on_grid & (a <= f64_bits(spec.maxv))
-    return finite_ok | (a > INF_BITS) | ((a == INF_BITS) & (spec.infinities != 0))
+    # No zero in an exponent-only format (E8M0); no negative values, -0 included, unsigned.
+    finite_ok = finite_ok & ((spec.t != 0) | (a != 0)) & ((spec.signed != 0) | (sign_bit(x) == 0))
+    return (finite_ok | ((a > INF_BITS) & (spec.nan != 0))
+            | ((a == INF_BITS) & (spec.infinities != 0)))
 
 
 def round_value(x, rnd, spec, want_flags):
@@ -257,10 +267,16 @@ def round_value(x, rnd, spec, want_flags):
     # NaN and infinity lanes round their encodings too (integer steps, nothing traps); the
     # selects below replace the result.
     v, flags = round_mag(a, False, neg, rnd, spec, want_flags)
-    # x's sign bit set on the magnitude (copySign, IEEE 754 5.5.1): one OR on the encoding.
-    mag = select(inf, infinite_magnitude(spec), v)
-    out = select(nan, NAN, bits_f64(f64_bits(mag) | (f64_bits(x) & SIGN)))
+    # -inf has no encoding in an unsigned format: round_mag's NaN stands.
+    negative_inf = inf & neg & (spec.signed == 0)
+    # x's sign bit set on the magnitude (copySign, IEEE 754 5.5.1): one OR on the encoding;
+    # an unsigned format has none (-0 gives +0).
+    mag = select(inf & (negative_inf == 0), infinite_magnitude(spec), v)
+    sign = f64_bits(x) & select(spec.signed != 0, SIGN, 0)
+    out = select(nan, NAN, bits_f64(f64_bits(mag) | sign))
     if want_flags:
         inf_to_nan = inf & (spec.infinities == 0) & (spec.saturate == 0)
-        flags = select(nan | inf, select(inf_to_nan | is_snan(x), INVALID, 0), flags)
+        # NaN into a format without one stays a (float64) NaN, flagged INVALID.
+        invalid = inf_to_nan | negative_inf | is_snan(x) | (nan & (spec.nan == 0))
+        flags = select(nan | inf, select(invalid, INVALID, 0), flags)
     return out, flags

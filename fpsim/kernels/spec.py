@@ -25,7 +25,9 @@ class Spec(NamedTuple):
     minnorm: float  # smallest normal value
     subnormals: int  # 1: subnormals kept; 0: flushed to zero, in and out
     infinities: int  # 0: the OCP finite style (overflow gives NaN)
-    saturate: int  # 1: overflow gives the largest finite value
+    saturate: int  # 1: overflow gives the largest finite value (always without a NaN)
+    nan: int  # 0: no NaN encoding (OCP fp6, fp4)
+    signed: int  # 0: unsigned (E8M0, UE4M3): a negative nonzero value is NaN
     mode: int  # rounding-mode code (fpsim.modes)
     rbits: int  # random bits drawn by stochastic rounding
 
@@ -33,8 +35,10 @@ class Spec(NamedTuple):
 class BlockSpec(NamedTuple):
     """A tensor-core block FMA, as the kernels read it (see fpsim.hw.BlockFMA)."""
 
-    t_in: int  # fraction bits of the inputs
+    t_in: int  # fraction bits of the inputs (of A's, where B's differ)
     emin_in: int
+    t_in_b: int  # fraction bits of B's inputs
+    emin_in_b: int
     t_out: int  # fraction bits of the accumulator
     emin_out: int
     frac_bits: int  # bits kept below the alignment exponent
@@ -53,8 +57,10 @@ def make_spec(
     if random_bits is None:
         random_bits = MAX_RANDOM_BITS
     bits = integer(random_bits, "random_bits", 1, MAX_RANDOM_BITS)
-    return _spec(fmt, rounding, boolean(subnormals, "subnormals"),
-                 boolean(saturate, "saturate"), bits)
+    # A format without a NaN saturates (OCP MX v1.0: elements are clamped to the largest
+    # normal); one without subnormals (exponent-only, E8M0) has nothing to flush.
+    return _spec(fmt, rounding, boolean(subnormals, "subnormals") or fmt.man_bits == 0,
+                 boolean(saturate, "saturate") or not fmt.nan, bits)
 
 
 @functools.lru_cache(maxsize=512)
@@ -67,6 +73,8 @@ def _spec(fmt: Format, rounding: str, subnormals: bool, saturate: bool, bits: in
         subnormals=int(subnormals),
         infinities=int(fmt.infinities),
         saturate=int(saturate),
+        nan=int(fmt.nan),
+        signed=int(fmt.signed),
         mode=mode_code(rounding),
         rbits=bits,
     )
