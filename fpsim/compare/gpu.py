@@ -1,5 +1,6 @@
-"""The GPU suite: CuPy's native half precision, CUDA's conversions, ``cupy.sum`` and
-cuBLAS products, against fpsim (computed on the CPU).
+"""The GPU suite: CuPy's native half precision, CUDA's conversions, ``cupy.sum``,
+cuBLAS products and single tensor-core instructions (``fpsim.compare.mma``), against
+fpsim (computed on the CPU).
 
 It uses CuPy's own types and libraries, not fpsim's GPU backend. Everything it asks
 of the GPU goes through a ``Device``: its array module (``xp``: CuPy) for the
@@ -384,7 +385,17 @@ def products(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case | R
                 for model, v in candidates.items()})
 
 
-SUITE = (elementwise, conversions, reductions, products)
+def instruction_probes(dev: Any, rng: np.random.Generator, size: int
+                       ) -> Iterator[Case | Record]:
+    """One tensor-core instruction per warp (``fpsim.compare.mma``): CuPy devices only,
+    as the probes compile their own kernels (a stand-in yields nothing)."""
+    if isinstance(dev, CupyDevice):
+        from fpsim.compare import mma
+
+        yield from mma.cases(dev)
+
+
+SUITE = (elementwise, conversions, reductions, products, instruction_probes)
 
 
 def cases(size: int, seed: int, device: Any) -> Iterator[Case | Record]:

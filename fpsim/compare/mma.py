@@ -1,0 +1,757 @@
+"""Instruction probes: one PTX ``mma.sync`` tensor-core instruction per warp, on given
+inputs, against fpsim's presets and MMA-Sim's recorded outputs (issue 31).
+
+Each probe packs A (M x K, row-major), B (K x N, column-major) and C (M x N) into the
+registers of the 32 lanes of a warp as the PTX ISA's fragment layouts say (section
+"Matrix Fragments for mma.m16n8k*"), runs the instruction once in a CuPy RawKernel of
+inline PTX, and unpacks D. The packing is NumPy on the host; the kernel only loads the
+registers, runs the instruction and stores D. Before its numerics are read, a probe
+checks its layout on the GPU: a case of small integers, whose exact product (computed
+with ``fractions.Fraction``) every instruction returns exactly.
+
+``python3 -m fpsim.compare.mma --out DIR`` runs every probe the GPU supports and writes
+``DIR/mma_probes.npz`` and ``DIR/mma_probes.md``; ``fpsim compare --suite gpu`` runs
+the same probes as cases. The inputs are seeded, and
+``tests/data/make_mma_probe_records.py`` recorded MMA-Sim 2.1.1's outputs for them
+(``tests/data/mma_probe_records.npz``).
+
+Examples
+--------
+>>> from fpsim.compare.mma import INSTRUCTIONS, layout
+>>> sorted(INSTRUCTIONS)[:2]
+['f16.f16.f16.f16', 'f32.bf16.bf16.f32']
+>>> rows, cols = layout("m16n8k16", "a", 16)
+>>> rows.shape, int(rows[5, 2]), int(cols[5, 2])  # lane 5, element a2: row 9, col 2
+((32, 8), 9, 2)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import fpsim
+from fpsim.compare.cases import Case, Record, skipped
+from fpsim.formats import Format, as_format
+
+# The inputs' seed and size: the recorded MMA-Sim outputs hold these inputs.
+SEED = 20261125
+PROBLEMS = 8  # problems (one instruction each) per class of input
+CLASSES = ("layout", "random", "wide", "cancel", "subnormal", "nonfinite", "zero factors",
+           "exponent floor", "overflow", "zero sign")
+# The four disagreements of issue 31, by the class of input that shows each.
+DISAGREEMENTS = {"zero factors": "zero products in the alignment",
+                 "exponent floor": "the exponent floor with c = 0",
+                 "overflow": "overflow: +-inf or +-FLT_MAX",
+                 "zero sign": "the sign of a zero result"}
+RECORDS = Path(__file__).resolve().parents[2] / "tests" / "data" / "mma_probe_records.npz"
+#: fp8 accumulators of MMA-Sim's Ada mma and Hopper wgmma: 8 exponent bits, 13 fraction bits.
+E8M13 = Format(8, 13, name="e8m13")
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    """One ``mma.sync`` instruction: its shape, operand formats and where it runs.
+
+    Parameters
+    ----------
+    types : str
+        The PTX type suffix, D.A.B.C (``"f32.f16.f16.f32"``).
+    shape : str
+        The PTX shape (``"m16n8k16"``).
+    a, b, cd : str
+        fpsim's names of the A, B and C/D formats.
+    capability : tuple of int
+        The least compute capability with the instruction.
+
+    Examples
+    --------
+    >>> from fpsim.compare.mma import INSTRUCTIONS
+    >>> INSTRUCTIONS["f32.e4m3.e5m2.f32"].ptx
+    'mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32'
+    """
+
+    types: str
+    shape: str
+    a: str
+    b: str
+    cd: str
+    capability: tuple[int, int]
+
+    @property
+    def ptx(self) -> str:
+        """The PTX instruction."""
+        return f"mma.sync.aligned.{self.shape}.row.col.{self.types}"
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        """(M, N, K)."""
+        m, rest = self.shape[1:].split("n")
+        n, k = rest.split("k")
+        return int(m), int(n), int(k)
+
+    @property
+    def kernel(self) -> str:
+        """The name of its kernel."""
+        return "probe_" + self.types.replace(".", "_")
+
+
+INSTRUCTIONS: dict[str, Instruction] = {i.types: i for i in (
+    Instruction("f32.f16.f16.f32", "m16n8k16", "fp16", "fp16", "fp32", (8, 0)),
+    Instruction("f32.bf16.bf16.f32", "m16n8k16", "bf16", "bf16", "fp32", (8, 0)),
+    Instruction("f32.tf32.tf32.f32", "m16n8k8", "tf32", "tf32", "fp32", (8, 0)),
+    Instruction("f16.f16.f16.f16", "m16n8k16", "fp16", "fp16", "fp16", (8, 0)),
+    Instruction("f32.e4m3.e4m3.f32", "m16n8k32", "fp8_e4m3", "fp8_e4m3", "fp32", (8, 9)),
+    Instruction("f32.e5m2.e5m2.f32", "m16n8k32", "fp8_e5m2", "fp8_e5m2", "fp32", (8, 9)),
+    Instruction("f32.e4m3.e5m2.f32", "m16n8k32", "fp8_e4m3", "fp8_e5m2", "fp32", (8, 9)),
+)}
+# Storage bits of an element in a register, by format.
+WIDTH = {"fp16": 16, "bf16": 16, "tf32": 32, "fp32": 32, "fp8_e4m3": 8, "fp8_e5m2": 8}
+
+
+def layout(shape: str, operand: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (row, column) of each lane's fragment elements, after the PTX ISA.
+
+    Parameters
+    ----------
+    shape : {"m16n8k8", "m16n8k16", "m16n8k32"}
+        The instruction's shape.
+    operand : {"a", "b", "c"}
+        A (row-major), B (column-major) or the accumulator C/D.
+    width : int
+        The bits of an element of ``operand`` (32 for tf32, 16, 8 for fp8).
+
+    Returns
+    -------
+    rows, cols : numpy.ndarray
+        Of shape (32, elements per lane): lane by element index (low to high).
+
+    Raises
+    ------
+    ValueError
+        A shape, operand or width the probes do not use.
+
+    Examples
+    --------
+    >>> from fpsim.compare.mma import layout
+    >>> rows, cols = layout("m16n8k8", "c", 32)
+    >>> rows[7].tolist(), cols[7].tolist()  # lane 7: group 1, thread 3 in it
+    ([1, 1, 9, 9], [6, 7, 6, 7])
+    """
+    lane = np.arange(32)[:, None]
+    group, thread = lane >> 2, lane % 4
+    key = (shape, operand, width)
+    if operand == "c" and shape in ("m16n8k8", "m16n8k16", "m16n8k32") and width in (16, 32):
+        i = np.arange(4)[None, :]
+        return group + 8 * (i // 2), 2 * thread + i % 2
+    if key in (("m16n8k16", "a", 16),):
+        i = np.arange(8)[None, :]
+        return group + 8 * ((i // 2) % 2), 2 * thread + i % 2 + 8 * (i // 4)
+    if key == ("m16n8k16", "b", 16):
+        i = np.arange(4)[None, :]
+        return 2 * thread + i % 2 + 8 * (i // 2), np.broadcast_to(group, (32, 4))
+    if key == ("m16n8k8", "a", 32):
+        i = np.arange(4)[None, :]
+        return group + 8 * (i % 2), thread + 4 * (i // 2)
+    if key == ("m16n8k8", "b", 32):
+        i = np.arange(2)[None, :]
+        return thread + 4 * i, np.broadcast_to(group, (32, 2))
+    if key == ("m16n8k32", "a", 8):
+        i = np.arange(16)[None, :]
+        return group + 8 * ((i // 4) % 2), 4 * thread + i % 4 + 16 * (i // 8)
+    if key == ("m16n8k32", "b", 8):
+        i = np.arange(8)[None, :]
+        return 4 * thread + i % 4 + 16 * (i // 4), np.broadcast_to(group, (32, 8))
+    raise ValueError(f"no fragment layout for shape {shape!r}, operand {operand!r}, "
+                     f"{width}-bit elements")
+
+
+def pack(bits: np.ndarray, shape: str, operand: str) -> np.ndarray:
+    """Matrices of encodings (problems, rows, cols) as each lane's 32-bit registers.
+
+    Parameters
+    ----------
+    bits : numpy.ndarray
+        Unsigned encodings (uint8, uint16 or uint32), of shape (problems, rows, cols).
+    shape, operand : str
+        As ``layout``'s.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 of shape (problems, 32, registers): element i of a lane in register
+        ``i // (32 // width)``, at bit ``width * (i % (32 // width))``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import pack
+    >>> c = np.arange(128, dtype=np.uint32).reshape(1, 16, 8)
+    >>> pack(c, "m16n8k16", "c")[0, 1].tolist()  # lane 1: rows 0 and 8, cols 2 and 3
+    [2, 3, 66, 67]
+    """
+    width = 8 * bits.dtype.itemsize
+    rows, cols = layout(shape, operand, width)
+    per = 32 // width
+    elements = bits[:, rows, cols].astype(np.uint32)  # (problems, 32, elements)
+    n = elements.shape[-1] // per
+    shifted = elements.reshape(*elements.shape[:2], n, per) << (
+        width * np.arange(per, dtype=np.uint32))
+    packed: np.ndarray = np.bitwise_or.reduce(shifted, axis=-1).astype(np.uint32)
+    return packed
+
+
+def unpack(regs: np.ndarray, shape: str, operand: str, width: int,
+           size: tuple[int, int]) -> np.ndarray:
+    """The inverse of ``pack``: registers (problems, 32, registers) as matrices.
+
+    Parameters
+    ----------
+    regs : numpy.ndarray
+        uint32 registers.
+    shape, operand : str
+        As ``layout``'s.
+    width : int
+        Bits per element (16 or 32 for D).
+    size : tuple of int
+        (rows, cols) of the matrix.
+
+    Returns
+    -------
+    numpy.ndarray
+        Encodings of shape (problems, rows, cols), uint16 or uint32 (uint8 for 8).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import pack, unpack
+    >>> c = np.arange(128, dtype=np.uint16).reshape(1, 16, 8)
+    >>> bool((unpack(pack(c, "m16n8k16", "c"), "m16n8k16", "c", 16, (16, 8)) == c).all())
+    True
+    """
+    rows, cols = layout(shape, operand, width)
+    per = 32 // width
+    regs = np.asarray(regs, dtype=np.uint32)
+    parts = (regs[..., None] >> (width * np.arange(per, dtype=np.uint32))) & np.uint32(
+        (1 << width) - 1 if width < 32 else 0xFFFFFFFF)
+    elements = parts.reshape(regs.shape[0], 32, -1)
+    dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32}[width]
+    out = np.zeros((regs.shape[0], *size), dtype=dtype)
+    out[:, rows, cols] = elements
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The kernels
+
+
+def kernel_source(instr: Instruction) -> str:
+    """The CUDA C++ of ``instr``'s probe: a warp per problem (block of 32 threads) loads
+    its registers, runs the instruction once and stores D.
+
+    Examples
+    --------
+    >>> from fpsim.compare.mma import INSTRUCTIONS, kernel_source
+    >>> "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel_source(
+    ...     INSTRUCTIONS["f32.tf32.tf32.f32"])
+    True
+    """
+    m, n, k = instr.mnk
+    na, nb = m * k * WIDTH[instr.a] // 1024, k * n * WIDTH[instr.b] // 1024
+    nc = m * n * WIDTH[instr.cd] // 1024
+    f32 = instr.cd == "fp32"
+    creg = "float" if f32 else "unsigned int"
+    cload = "__uint_as_float" if f32 else ""
+    dstore = "__float_as_uint" if f32 else ""
+    con = "f" if f32 else "r"
+    slots = iter(range(na + nb + 2 * nc))
+    dlist = ", ".join(f"%{next(slots)}" for _ in range(nc))
+    alist = ", ".join(f"%{next(slots)}" for _ in range(na))
+    blist = ", ".join(f"%{next(slots)}" for _ in range(nb))
+    clist = ", ".join(f"%{next(slots)}" for _ in range(nc))
+    lines = [
+        f'extern "C" __global__ void {instr.kernel}(const unsigned int* a, '
+        "const unsigned int* b, const unsigned int* c, unsigned int* d) {",
+        "    const size_t t = (size_t)blockIdx.x * 32 + threadIdx.x;",
+        *(f"    unsigned int a{i} = a[t * {na} + {i}];" for i in range(na)),
+        *(f"    unsigned int b{i} = b[t * {nb} + {i}];" for i in range(nb)),
+        *(f"    {creg} c{i} = {cload}(c[t * {nc} + {i}]);" for i in range(nc)),
+        *(f"    {creg} d{i};" for i in range(nc)),
+        f'    asm volatile("{instr.ptx} {{{dlist}}}, {{{alist}}}, {{{blist}}}, {{{clist}}};"',
+        "        : " + ", ".join(f'"={con}"(d{i})' for i in range(nc)),
+        "        : " + ", ".join([*(f'"r"(a{i})' for i in range(na)),
+                                  *(f'"r"(b{i})' for i in range(nb)),
+                                  *(f'"{con}"(c{i})' for i in range(nc))]) + ");",
+        *(f"    d[t * {nc} + {i}] = {dstore}(d{i});" for i in range(nc)),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def module_source(instructions: list[Instruction]) -> str:
+    """The CUDA C++ of several probes, one translation unit."""
+    return "\n".join(kernel_source(i) for i in instructions)
+
+
+# ---------------------------------------------------------------------------------------
+# The inputs
+
+
+def _limits(fmt: str) -> tuple[int, int, int]:
+    """(fraction bits, least normal exponent, greatest exponent) of ``fmt``."""
+    f = as_format(fmt)
+    emax = (1 << (f.exp_bits - 1)) - 1
+    if not f.infinities:  # e4m3: the all-ones exponent holds numbers (448 the largest)
+        emax += 1
+    return f.man_bits, f.emin, emax
+
+
+def _values(rng: np.random.Generator, fmt: str, shape: tuple[int, ...], lo: int,
+            hi: int) -> np.ndarray:
+    """Random normal values of ``fmt`` with exponents in [lo, hi] (clipped to its range)."""
+    t, emin, emax = _limits(fmt)
+    lo, hi = max(lo, emin), min(hi, emax)
+    sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    frac = rng.integers(0, 1 << t, shape) / 2.0**t
+    values = sign * (1 + frac) * np.exp2(rng.integers(lo, hi + 1, shape))
+    return np.asarray(fpsim.round(values, fmt, saturate=True), dtype=np.float64)
+
+
+def _subnormals(rng: np.random.Generator, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
+    t, emin, _ = _limits(fmt)
+    sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    return sign * rng.integers(1, 1 << t, shape) * 2.0 ** (emin - t)
+
+
+def _products(rng: np.random.Generator, instr: Instruction, sa: tuple[int, ...],
+              sb: tuple[int, ...], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """A and B whose products have exponents near [lo, hi] (as near as the formats'
+    ranges allow, subnormals included)."""
+    out = []
+    for fmt, shape, share in ((instr.a, sa, 0.5), (instr.b, sb, 0.5)):
+        _, emin, emax = _limits(fmt)
+        t = as_format(fmt).man_bits
+        e = rng.integers(int(lo * share), int(hi * share) + 1, shape)
+        e = np.clip(e, emin - t, emax)
+        frac = rng.integers(0, 1 << t, shape) / 2.0**t
+        sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+        out.append(np.asarray(fpsim.round(sign * (1 + frac) * np.exp2(e), fmt), np.float64))
+    return out[0], out[1]
+
+
+def c_format(instr: Instruction) -> str | Format:
+    """The format C is drawn in: D's, except e8m13 for the fp8 instructions, so the
+    13-bit models (MMA-Sim's Ada and Hopper fp8 rules) can take it as their c."""
+    return E8M13 if instr.a.startswith("fp8") else instr.cd
+
+
+def draw(rng: np.random.Generator, cls: str, instr: Instruction,
+         problems: int = PROBLEMS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs of one class for ``instr``: A (P, M, K), B (P, K, N), C (P, M, N) as
+    float64 values of its formats (tf32 values for tf32).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import INSTRUCTIONS, draw
+    >>> a, b, c = draw(np.random.default_rng(0), "layout", INSTRUCTIONS["f32.f16.f16.f32"], 2)
+    >>> a.shape, b.shape, c.shape, bool((a == np.round(a)).all())
+    ((2, 16, 16), (2, 16, 8), (2, 16, 8), True)
+    """
+    if cls not in CLASSES:
+        raise ValueError(f"unknown class of input {cls!r}; the classes are {CLASSES}")
+    m, n, k = instr.mnk
+    sa, sb, sc = (problems, m, k), (problems, k, n), (problems, m, n)
+    ta, emin_a, emax_a = _limits(instr.a)
+    tb, emin_b, emax_b = _limits(instr.b)
+    cfmt = c_format(instr)
+    _, emin_c, emax_c = _limits(instr.cd)
+    a, b = _values(rng, instr.a, sa, -3, 3), _values(rng, instr.b, sb, -3, 3)
+    c = _values(rng, instr.cd, sc, -3, 3)
+    c_sign = np.where(rng.random(sc) < 0.5, -1.0, 1.0)
+    if cls == "layout":  # small integers: every instruction's result is exact
+        a = rng.integers(-4, 5, sa).astype(np.float64)
+        b = rng.integers(-4, 5, sb).astype(np.float64)
+        c = rng.integers(-8, 9, sc).astype(np.float64)
+    elif cls == "wide":
+        a = _values(rng, instr.a, sa, emin_a, emax_a)
+        b = _values(rng, instr.b, sb, emin_b, emax_b)
+        c = _values(rng, instr.cd, sc, emin_c, emax_c)
+    elif cls == "cancel":  # the second half of K cancels the first; some terms scaled down
+        h = k // 2
+        a[:, :, h:], b[:, h:, :] = -a[:, :, :h], b[:, :h, :]
+        a[:, :, ::5] = np.asarray(fpsim.round(a[:, :, ::5] * 2.0**-6, instr.a), np.float64)
+        c = np.where(rng.random(sc) < 0.5, 0.0, c * 2.0**-8)
+    elif cls == "subnormal":
+        a = np.where(rng.random(sa) < 0.5, _subnormals(rng, instr.a, sa),
+                     _values(rng, instr.a, sa, emin_a, emin_a + 3))
+        b = np.where(rng.random(sb) < 0.3, _subnormals(rng, instr.b, sb),
+                     _values(rng, instr.b, sb, -2, 2))
+        c = np.where(rng.random(sc) < 0.5, _subnormals(rng, instr.cd, sc),
+                     _values(rng, instr.cd, sc, emin_c, emin_c + 3))
+    elif cls == "nonfinite":
+        for x, fmt in ((a, instr.a), (b, instr.b), (c, instr.cd)):
+            special = [np.inf, -np.inf, np.nan] if as_format(fmt).infinities else [np.nan]
+            hit = rng.random(x.shape) < 0.02
+            x[hit] = rng.choice(special, int(hit.sum()))
+    elif cls == "zero factors":  # 0 times the largest value, other products small
+        zero = rng.random(sa) < 0.3
+        a = np.where(zero, 0.0, _values(rng, instr.a, sa, emin_a // 2, emin_a // 4))
+        big = np.exp2(emax_b) * np.where(rng.random(sb) < 0.5, -1.0, 1.0)
+        b = np.where(rng.random(sb) < 0.5, big, _values(rng, instr.b, sb, emin_b // 2,
+                                                         emin_b // 4))
+        c = np.where(rng.random(sc) < 0.6, 0.0, c * 2.0 ** (emin_c // 2))
+        if instr.a in ("bf16", "tf32"):  # issue 31's example, in problem 0, D[0, 0]
+            a[0, 0, :], b[0, :, 0], c[0, 0, 0] = 0.0, 0.0, 0.0
+            a[0, 0, 1], b[0, 0, 0] = float.fromhex("0x1.52p-9"), float.fromhex("0x1.fep+127")
+            b[0, 1, 0] = float.fromhex("0x1.1ep-15")
+    elif cls == "exponent floor":  # c = 0 and every product below 2**-126 (fp16 D: 2**-21)
+        if instr.cd == "fp32":  # products 2**-150 .. 2**-135: kept on -133's grid, not -126's
+            a, b = _products(rng, instr, sa, sb, -150, -135)
+        else:  # a tie at half fp16's least subnormal, and products that break it or not
+            a, b = _products(rng, instr, sa, sb, -60, -47)
+            a[:, :, 0], b[:, 0, :] = 2.0**-12, 2.0**-13
+        c = 0.0 * c_sign
+    elif cls == "overflow":  # same-sign products at the top of the range, c near it
+        a = np.abs(_values(rng, instr.a, sa, emax_a - 2, emax_a))
+        b = np.abs(_values(rng, instr.b, sb, emax_b - 2, emax_b))
+        a *= np.where(rng.random((problems, m, 1)) < 0.5, -1.0, 1.0)
+        top = float(np.asarray(fpsim.round(np.inf, instr.cd, saturate=True)))
+        c = np.sign(a[:, :, :1]) * top * np.where(rng.random(sc) < 0.5, 1.0, 2.0**-3)
+    elif cls == "zero sign":  # c = 0, negative sums below half the least subnormal of D
+        top = -153 if instr.cd == "fp32" else -30
+        a, b = _products(rng, instr, sa, sb, top - 6, top)
+        a = -np.abs(a) * (rng.random(sa) < 2.0 / k)  # about two products a row
+        b = np.abs(b)
+        c = 0.0 * c_sign
+    c = np.asarray(fpsim.round(c, cfmt, "toward_zero"), dtype=np.float64)
+    return a, b, c
+
+
+def encode(values: np.ndarray, fmt: str | Format) -> np.ndarray:
+    """Encodings of ``fmt`` values (tf32 and e8m13 in fp32's 32 bits)."""
+    name = fmt if isinstance(fmt, str) else "fp32"
+    bits: np.ndarray = fpsim.to_bits(values, "fp32" if name == "tf32" else name)
+    return bits
+
+
+def inputs(instr: Instruction, seed: int = SEED,
+           problems: int = PROBLEMS) -> dict[str, np.ndarray]:
+    """Every class's inputs for ``instr``, as encodings: ``a`` (P, M, K), ``b`` (P, K, N),
+    ``c`` (P, M, N) and ``cls`` (P,), the class of each problem."""
+    rng = np.random.default_rng([seed, *map(ord, instr.types)])
+    parts = [draw(rng, cls, instr, problems) for cls in CLASSES]
+    a, b, c = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    return {"a": encode(a, instr.a), "b": encode(b, instr.b), "c": encode(c, instr.cd),
+            "cls": np.repeat(np.arange(len(CLASSES)), problems)}
+
+
+def decode(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """Values (float64) of encodings of ``fmt`` (tf32 in fp32's 32 bits)."""
+    return np.asarray(fpsim.from_bits(bits, "fp32" if fmt == "tf32" else fmt), np.float64)
+
+
+def exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """A @ B + C of finite values, exactly (``fractions.Fraction``), as float64."""
+    p, m, k = a.shape
+    n = b.shape[2]
+    out = np.empty((p, m, n))
+    for q in range(p):
+        for i in range(m):
+            for j in range(n):
+                total = Fraction(c[q, i, j]) + sum(
+                    (Fraction(a[q, i, t]) * Fraction(b[q, t, j]) for t in range(k)),
+                    Fraction(0))
+                out[q, i, j] = float(total)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# fpsim's models
+
+
+def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.BlockFMA]:
+    """fpsim's model of ``instr`` on the GPU of ``preset`` (first, key ``"preset"``),
+    the alternatives of the disagreements, and for fp8 the 13-bit models built here from
+    ``BlockFMA``'s options (no preset has them yet)."""
+    from fpsim.compare.gpu import gemm_model
+
+    if instr.a.startswith("fp8"):
+        # Both fp8 formats are exact in fp16; a model reads one input format.
+        fmt = instr.a if instr.a == instr.b else "fp16"
+        base = preset.with_input(fmt)
+    else:
+        inputs, compute = {"fp16": ("fp16", "fp32"), "bf16": ("bf16", "fp32"),
+                           "tf32": ("fp32", "tf32")}[instr.a]
+        if instr.cd == "fp16":
+            compute = "fp16"
+        found = gemm_model(inputs, compute, preset)
+        if found is None:
+            return {}
+        base = found
+    fp16_out = instr.cd == "fp16"
+    out = {"preset": base,
+           "exp_floor=-126" if not fp16_out else "exp_floor=-21 (MMA-Sim's fp16 e_zero)":
+               dataclasses.replace(base, exp_floor=-21 if fp16_out else -126),
+           "overflow=saturate": dataclasses.replace(base, overflow="saturate"),
+           "zero_sign=signed": dataclasses.replace(base, zero_sign="signed")}
+    if instr.a.startswith("fp8"):
+        fmt = instr.a if instr.a == instr.b else "fp16"
+        for label, block in (("block 32, F 13, e8m13 (MMA-Sim's Hopper wgmma rule)", 32),
+                             ("block 16, F 13, e8m13 (MMA-Sim's Ada mma rule)", 16)):
+            out[label] = fpsim.hw.BlockFMA(f"fp8 block {block}", block=block, frac_bits=13,
+                                           exp_floor=-133, input=fmt, output=E8M13)
+    return out
+
+
+# The alternative that each disagreement's class puts against the preset.
+ALTERNATIVE = {"exponent floor": "exp_floor=", "overflow": "overflow=saturate",
+               "zero sign": "zero_sign=signed"}
+
+
+def emulate(model: fpsim.hw.BlockFMA, instr: Instruction, data: dict[str, np.ndarray]
+            ) -> np.ndarray:
+    """``model``'s D for the probe's inputs, as encodings of D's format."""
+    a, b = decode(data["a"], instr.a), decode(data["b"], instr.b)
+    c = decode(data["c"], instr.cd)
+    d = np.asarray(fpsim.matmul(a, b, c=c, model=model), dtype=np.float64)
+    return encode(d, instr.cd)
+
+
+# ---------------------------------------------------------------------------------------
+# The GPU
+
+
+class Prober:
+    """The probes' kernels on a GPU, compiled once (CuPy RawModule).
+
+    Parameters
+    ----------
+    device : fpsim.compare.gpu.CupyDevice
+        The GPU.
+    """
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.instructions = [i for i in INSTRUCTIONS.values()
+                             if device.capability >= i.capability]
+        self.module = device.xp.RawModule(code=module_source(self.instructions),
+                                          options=("--std=c++17",))
+
+    def run(self, instr: Instruction, data: dict[str, np.ndarray]) -> np.ndarray:
+        """D (encodings of D's format, (P, M, N)) of ``instr`` on ``data``."""
+        xp = self.device.xp
+        m, n, k = instr.mnk
+        regs = [xp.asarray(pack(data[x], instr.shape, x)) for x in ("a", "b", "c")]
+        d = xp.zeros_like(regs[2])
+        problems = data["a"].shape[0]
+        self.module.get_function(instr.kernel)((problems,), (32,), (*regs, d))
+        return unpack(xp.asnumpy(d), instr.shape, "c", WIDTH[instr.cd], (m, n))
+
+
+def load_records(path: Path = RECORDS) -> dict[str, np.ndarray]:
+    """MMA-Sim's recorded outputs (``tests/data/make_mma_probe_records.py``), or {}."""
+    if not path.exists():
+        return {}
+    with np.load(path) as f:
+        return {key: f[key] for key in f.files}
+
+
+def mmasim_outputs(instr: Instruction, data: dict[str, np.ndarray],
+                   records: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """MMA-Sim's recorded D for these inputs, by its model's name ({} where the record
+    is missing or was made for other inputs)."""
+    key = instr.types
+    if any(f"{key}/{x}" not in records or not np.array_equal(records[f"{key}/{x}"], data[x])
+           for x in ("a", "b", "c")):
+        return {}
+    prefix = f"{key}/mmasim "
+    return {name[len(prefix):]: v for name, v in records.items() if name.startswith(prefix)}
+
+
+@dataclasses.dataclass
+class Result:
+    """One instruction's probe: inputs, the hardware's D, and each candidate's D."""
+
+    instr: Instruction
+    data: dict[str, np.ndarray]
+    hardware: np.ndarray
+    candidates: dict[str, np.ndarray]
+    layout_ok: bool
+
+
+def probe(prober: Prober, instr: Instruction, preset: fpsim.hw.BlockFMA,
+          records: dict[str, np.ndarray]) -> Result:
+    """Run ``instr`` on its inputs and emulate it: a ``Result``."""
+    data = inputs(instr)
+    hardware = prober.run(instr, data)
+    lay = data["cls"] == CLASSES.index("layout")
+    expect = exact(*(decode(data[x][lay], f) for x, f in
+                     (("a", instr.a), ("b", instr.b), ("c", instr.cd))))
+    layout_ok = bool(np.array_equal(hardware[lay], encode(expect, instr.cd)))
+    candidates = {f"fpsim {name}": emulate(model, instr, data)
+                  for name, model in models(instr, preset).items()}
+    if instr.a.startswith("fp8"):
+        candidates["fpsim sm_90 lowering: 2 fp16 HMMA on k % 4 halves, then FADD c"] = \
+            hmma_pair(instr, data, preset)
+    candidates.update({f"MMA-Sim {name}": v
+                       for name, v in mmasim_outputs(instr, data, records).items()})
+    return Result(instr, data, hardware, candidates, layout_ok)
+
+
+def share(emulated: np.ndarray, hardware: np.ndarray, fmt: str) -> float:
+    """The share of bit-identical elements (any NaN the same as any other)."""
+    return float(same(emulated, hardware, fmt).mean())
+
+
+def same(x: np.ndarray, y: np.ndarray, fmt: str) -> np.ndarray:
+    """Elementwise: the same encoding, or both NaN."""
+    nan = np.isnan(decode(x, fmt)) & np.isnan(decode(y, fmt))
+    result: np.ndarray = (x == y) | nan
+    return result
+
+
+def sided(result: Result, cls: str) -> str:
+    """Which candidate the hardware sided with on the elements of ``cls`` where fpsim's
+    preset and the other (the disagreement's alternative, and MMA-Sim) differ."""
+    sel = result.data["cls"] == CLASSES.index(cls)
+    fmt = result.instr.cd
+    others = [n for n in result.candidates if n.startswith("MMA-Sim ")]
+    if cls in ALTERNATIVE:
+        others += [n for n in result.candidates if n.startswith(f"fpsim {ALTERNATIVE[cls]}")]
+    preset = result.candidates["fpsim preset"][sel]
+    hw = result.hardware[sel]
+    said = []
+    for name in others:
+        other = result.candidates[name][sel]
+        differ = ~same(preset, other, fmt)
+        if differ.any():
+            said.append(f"vs {name}: {int(differ.sum())} differ, hardware = preset "
+                        f"{int(same(hw, preset, fmt)[differ].sum())}, = other "
+                        f"{int(same(hw, other, fmt)[differ].sum())}")
+    return "; ".join(said) or "-"
+
+
+def hmma_pair(instr: Instruction, data: dict[str, np.ndarray],
+              preset: fpsim.hw.BlockFMA) -> np.ndarray:
+    """D as sm_90's SASS computes ``mma.sync`` fp8 m16n8k32 (nvcc 13.0, ``-arch=sm_90a``):
+    A and B converted to fp16 (F2FP), the products with ``k % 4 < 2`` added by one
+    HMMA.16816.F32 from c = 0, those with ``k % 4 >= 2`` by a second chained on it, and
+    C added last by FADD (fp32, nearest even). Each HMMA is one block of fpsim's fp16
+    model of the GPU (``preset``)."""
+    a, b = decode(data["a"], instr.a), decode(data["b"], instr.b)
+    c = decode(data["c"], instr.cd)
+    low = np.arange(a.shape[2]) % 4 < 2
+    model = preset.with_input("fp16")
+    d1 = fpsim.matmul(a[:, :, low], b[:, low, :], c=np.zeros_like(c), model=model)
+    d2 = np.asarray(fpsim.matmul(a[:, :, ~low], b[:, ~low, :], c=d1, model=model), np.float32)
+    with np.errstate(all="ignore"):
+        d = c.astype(np.float32) + d2
+    return encode(d.astype(np.float64), instr.cd)
+
+
+def table(results: list[Result], device: str) -> str:
+    """The report (markdown)."""
+    lines = [f"# Instruction probes on {device}", "",
+             "Share of bit-identical D elements (NaNs as one class); `sided with`: on the "
+             "elements where the preset and the disagreement's alternative differ, how many "
+             "the hardware matched of each.", ""]
+    for r in results:
+        fmt = r.instr.cd
+        names = list(r.candidates)
+        lines += [f"## `{r.instr.ptx}`", "",
+                  f"Layout check (small integers against the exact product): "
+                  f"{'passed' if r.layout_ok else 'FAILED: the numerics below are not read'}",
+                  "", "| class | elements | " + " | ".join(names) + " | sided with |",
+                  "| --- | --- | " + " | ".join("---" for _ in names) + " | --- |"]
+        for ci, cls in enumerate(CLASSES):
+            sel = r.data["cls"] == ci
+            shares = [f"{share(r.candidates[n][sel], r.hardware[sel], fmt):.3f}"
+                      for n in names]
+            lines.append(f"| {cls} | {r.hardware[sel].size} | " + " | ".join(shares) +
+                         f" | {sided(r, cls)} |")
+        if r.instr.a in ("bf16", "tf32"):
+            sel = np.flatnonzero(r.data["cls"] == CLASSES.index("zero factors"))[0]
+            lines += ["", "Issue 31's zero-factor example (`0*0x1.fep+127 + "
+                      "0x1.52p-9*0x1.1ep-15`, c = 0): the hardware gives "
+                      f"0x{int(r.hardware[sel, 0, 0]):08x} (MMA-Sim January 2026: 0x33800000; "
+                      "fpsim and MMA-Sim 2.1.1: 0x33bcce00)."]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def cases(device: Any, size: int = 0) -> Iterator[Case | Record]:
+    """The probes as cases of ``fpsim compare --suite gpu`` (skipped without CuPy)."""
+    if getattr(device.xp, "__name__", "") != "cupy":
+        yield skipped("gpu mma probes", getattr(device, "name", "?"),
+                      "the instruction probes need CuPy on a GPU")
+        return
+    prober = Prober(device)
+    records = load_records()
+    for instr in INSTRUCTIONS.values():
+        if instr not in prober.instructions:
+            yield skipped(f"gpu {instr.ptx}", device.name,
+                          f"needs compute capability {instr.capability}")
+            continue
+        r = probe(prober, instr, device.preset, records)
+        if not r.layout_ok:
+            yield skipped(f"gpu {instr.ptx}", device.name,
+                          "the fragment layout check failed: small integers gave inexact D")
+            continue
+        fmt = "fp32" if instr.cd == "fp32" else "fp16"
+        yield Case(f"gpu {instr.ptx}", f"one {instr.shape} per warp on {device.name}",
+                   f"fpsim preset {device.preset.name} and MMA-Sim 2.1.1 (recorded)", fmt,
+                   decode(r.hardware, fmt),
+                   {n: decode(v, fmt) for n, v in r.candidates.items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m fpsim.compare.mma --out DIR``: run the probes, write the npz and md."""
+    from fpsim._optional import MissingDependency
+    from fpsim.compare.gpu import NoGPU, find_device
+
+    parser = argparse.ArgumentParser(prog="python3 -m fpsim.compare.mma",
+                                     description="tensor-core instruction probes")
+    parser.add_argument("--out", required=True, type=Path, help="the output folder")
+    args = parser.parse_args(argv)
+    try:
+        device = find_device()
+    except (NoGPU, MissingDependency) as exc:
+        print(f"fpsim.compare.mma: {exc}", file=sys.stderr)
+        return 2
+    import cupy
+
+    prober = Prober(device)
+    records = load_records()
+    results = [probe(prober, i, device.preset, records) for i in prober.instructions]
+    args.out.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, Any] = {}
+    for r in results:
+        key = r.instr.types
+        arrays.update({f"{key}/{x}": v for x, v in r.data.items()})
+        arrays[f"{key}/hardware"] = r.hardware
+        arrays.update({f"{key}/{n}": v for n, v in r.candidates.items()})
+    about = {"gpu": device.name, "capability": device.capability,
+             "preset": device.preset.name, "numpy": np.__version__,
+             "cupy": cupy.__version__, "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+             "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+             "instructions": [r.instr.ptx for r in results], "classes": CLASSES,
+             "layout_ok": {r.instr.types: r.layout_ok for r in results},
+             "mmasim_records": RECORDS.exists(), "seed": SEED, "problems": PROBLEMS}
+    arrays["about"] = np.array(json.dumps(about))
+    np.savez_compressed(args.out / "mma_probes.npz", **arrays)
+    (args.out / "mma_probes.md").write_text(table(results, device.name))
+    print(table(results, device.name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
