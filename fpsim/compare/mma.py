@@ -437,7 +437,15 @@ def draw(rng: np.random.Generator, cls: str, instr: Instruction,
 
 
 def encode(values: np.ndarray, fmt: str | Format) -> np.ndarray:
-    """Encodings of ``fmt`` values (tf32 and e8m13 in fp32's 32 bits)."""
+    """Encodings of ``fmt`` values (tf32 and e8m13 in fp32's 32 bits).
+
+    Examples
+    --------
+    >>> from fpsim.compare.mma import decode, encode
+    >>> bits = encode([1.0, -2.0], "tf32")
+    >>> [hex(b) for b in bits], decode(bits, "tf32").tolist()
+    (['0x3f800000', '0xc0000000'], [1.0, -2.0])
+    """
     name = fmt if isinstance(fmt, str) else "fp32"
     bits: np.ndarray = fpsim.to_bits(values, "fp32" if name == "tf32" else name)
     return bits
@@ -460,7 +468,16 @@ def decode(bits: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """A @ B + C of finite values, exactly (``fractions.Fraction``), as float64."""
+    """A @ B + C of finite values, exactly (``fractions.Fraction``), as float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import exact
+    >>> exact(np.array([[[1.0, 2.0**-60]]]), np.array([[[1.0], [1.0]]]),
+    ...       np.array([[[-1.0]]])).tolist()
+    [[[8.673617379884035e-19]]]
+    """
     p, m, k = a.shape
     n = b.shape[2]
     out = np.empty((p, m, n))
@@ -613,7 +630,16 @@ def share(emulated: np.ndarray, hardware: np.ndarray, fmt: str) -> float:
 
 
 def same(x: np.ndarray, y: np.ndarray, fmt: str) -> np.ndarray:
-    """Elementwise: the same encoding, or both NaN."""
+    """Elementwise: the same encoding, or both NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import same
+    >>> same(np.array([0x7FC00000, 0, 0]), np.array([0xFFC00001, 0x80000000, 0]),
+    ...      "fp32").tolist()
+    [True, False, True]
+    """
     nan = np.isnan(decode(x, fmt)) & np.isnan(decode(y, fmt))
     result: np.ndarray = (x == y) | nan
     return result
@@ -721,6 +747,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m fpsim.compare.mma",
                                      description="tensor-core instruction probes")
     parser.add_argument("--out", required=True, type=Path, help="the output folder")
+    parser.add_argument("--backend", default="numpy", choices=("numpy", "numba", "cupy"),
+                        help="fpsim's backend for the emulations (default numpy: they are "
+                             "small, and it compiles nothing)")
     args = parser.parse_args(argv)
     try:
         device = find_device()
@@ -731,7 +760,8 @@ def main(argv: list[str] | None = None) -> int:
 
     prober = Prober(device)
     records = load_records()
-    results = [probe(prober, i, device.preset, records) for i in prober.instructions]
+    with fpsim.backend(args.backend):
+        results = [probe(prober, i, device.preset, records) for i in prober.instructions]
     args.out.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {}
     for r in results:
@@ -745,7 +775,8 @@ def main(argv: list[str] | None = None) -> int:
              "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
              "instructions": [r.instr.ptx for r in results], "classes": CLASSES,
              "layout_ok": {r.instr.types: r.layout_ok for r in results},
-             "mmasim_records": RECORDS.exists(), "seed": SEED, "problems": PROBLEMS}
+             "mmasim_records": RECORDS.exists(), "seed": SEED, "problems": PROBLEMS,
+             "fpsim_backend": args.backend}
     arrays["about"] = np.array(json.dumps(about))
     np.savez_compressed(args.out / "mma_probes.npz", **arrays)
     (args.out / "mma_probes.md").write_text(table(results, device.name))
