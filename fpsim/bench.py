@@ -356,6 +356,51 @@ def run_training(repeats: int = 40, rounds: int = 5) -> list[tuple]:
     return rows
 
 
+def language_model_step(policy: str, loss_scale, device: str) -> Callable[[], None]:
+    """One training step of the language model at its GPU size (``char_lstm`` at the
+    ``gpu`` budget: batches of 2^14 tokens) under ``policy`` on ``device``; the step
+    returns once the device has finished it."""
+    from fpsim.nn import functional as F
+    from fpsim.reproduce.tasks import task
+    from fpsim.sweep.train import on_device
+    from fpsim.training import Trainer
+
+    lm = task("char_lstm").at("gpu")
+    model, optimizer = lm.build(0)
+    model.to(device)
+    x, y = on_device(next(lm.batches(0)), device)
+    trainer = Trainer(model, optimizer, policy, loss_scale=loss_scale, monitor=False,
+                      clip_norm=lm.clip_norm)
+    finish = fpsim._device.gpu_module().cuda.Device().synchronize if device == "cuda" else None
+
+    def step() -> None:
+        trainer.step(lambda: F.cross_entropy(model(x), y.reshape(-1)))
+        if finish is not None:
+            finish()
+
+    return step
+
+
+DEVICE_STEPS = (
+    ("emulated mixed precision", "mixed", "dynamic", "cuda"),
+    ("native fp16 (the paper's recipe)", "native_fp16", "dynamic", "cuda"),
+    ("native fp32", "native_fp32", None, "cuda"),
+    ("emulated mixed precision", "mixed", "dynamic", "cpu"),
+)
+
+
+def run_training_on_device(repeats: int = 5) -> list[tuple[str, str, float]]:
+    """Rows of (policy, device, seconds per step: the median of ``repeats`` after two
+    warm-up steps) of the language model at its GPU size."""
+    rows = []
+    for what, policy, scale, device in DEVICE_STEPS:
+        step = language_model_step(policy, scale, device)
+        for _ in range(2):
+            step()
+        rows.append((what, device, median_seconds(step, repeats)))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", default="all",
@@ -364,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
     parser.add_argument("--backend", default="numba", choices=["numpy", "numba", "cupy"])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"],
+                        help="train: the language model's step on a GPU, emulated and native, "
+                             "against the emulated step on the CPU")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error(f"-n must be at least 1, got {args.n}")
@@ -377,11 +425,28 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes must be positive, got {args.sizes!r}")
     if args.backend == "cupy" and args.which not in ("all", "elementwise"):
         parser.error("--backend cupy measures the elementwise operations only")
-    if args.backend == "cupy":
+    if args.device == "gpu" and args.which != "train":
+        parser.error("--device gpu measures the training step only (fpsim bench train)")
+    if "cupy" in (args.backend, args.device.replace("gpu", "cupy")):
         from fpsim.backends import gpu_missing
 
         if gpu_missing():
-            parser.error(f"--backend cupy: {gpu_missing()}")
+            parser.error(f"--{'device' if args.device == 'gpu' else 'backend'} "
+                         f"{args.device if args.device == 'gpu' else 'cupy'}: {gpu_missing()}")
+    if args.device == "gpu":
+        print(f"fpsim {fpsim.__version__}, the language model's training step at its GPU "
+              f"size (char_lstm, budget gpu: 512 x 32 tokens, hidden 512), median of "
+              f"{args.repeats} after 2 warm-up steps")
+        print(machine(True))
+        print(machine(False))
+        rows = run_training_on_device(args.repeats)
+        base = {d: s for w, d, s in rows if w == "emulated mixed precision"}
+        print(f"{'policy':34} {'device':6} {'s/step':>9} {'x emulated on GPU':>18}")
+        for what, device, seconds in rows:
+            print(f"{what:34} {device:6} {seconds:9.4f} {seconds / base['cuda']:18.2f}")
+        print(f"emulated mixed precision: the GPU step is {base['cpu'] / base['cuda']:.1f}x "
+              "faster than the CPU's")
+        return 0
     gpu = args.backend == "cupy"
     print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
           "each timed in pairs with its reference")

@@ -512,6 +512,57 @@ def monitors_count_on_the_device():
     assert counts["cuda"] == counts["cpu"] and counts["cpu"][0] > 0, counts
 
 
+def tiny_setup(seed):
+    """A sweep task's Setup small enough for the simulator: 12 samples of 6 features."""
+    from fpsim.sweep import Setup
+
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=(12, 6)), rng.integers(0, 3, 12)
+    nn.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+
+    def evaluate(model, policy):
+        with policy, fpsim.no_grad():
+            xs = fpsim.tensor(x[:6], device=next(iter(model.parameters())).device)
+            return float(np.mean(np.argmax(model(xs).numpy(), axis=1) == y[:6]) * 100)
+
+    return Setup(model, optim.SGD(model.parameters(), lr=0.5, momentum=0.9),
+                 batches(x, y, batch_size=4, seed=seed),
+                 lambda m, batch: F.cross_entropy(m(batch[0]), batch[1]), evaluate)
+
+
+@check
+def sweeps_train_on_the_device():
+    """fpsim.sweep.train with ``device="cuda"``: the model moved there, the batches copied
+    there, the evaluation run there, and the record the cpu's (curve, losses, metric);
+    the cache key names the device. With --gpu, the built-in digits MLP task (its
+    evaluation on the whole test set) as well."""
+    from dataclasses import replace
+
+    from fpsim.reproduce.tasks import task
+    from fpsim.sweep import Ablation, Task, ablation
+    from fpsim.sweep.train import train
+
+    tasks = {"tiny": lambda device: Task("tiny", tiny_setup, steps=STEPS + 1,
+                                         eval_every=STEPS + 1, device=device)}
+    if GPU:
+        tasks["digits_mlp"] = lambda device: replace(
+            task("digits_mlp").for_sweep("quick", device), steps=20, eval_every=10)
+    for name, make in tasks.items():
+        # A defined order: with order=any the cpu adds by BLAS and the GPU in sequence.
+        for policy in (Ablation("mixed_sequential", "mixed,order=sequential", "dynamic"),
+                       ablation("fp16_accum")):
+            records = {}
+            for device in ("cpu", "cuda"):
+                made = make(device)
+                records[device] = train(made, policy, seed=0)
+                records[device].pop("seconds")
+                key = made.key()
+                assert ("device" in key) == (device == "cuda"), key
+            assert records["cuda"] == records["cpu"], (name, policy, records["cuda"],
+                                                       records["cpu"])
+
+
 # test_gradcheck's operation cases whose builders hold host arrays (targets, running
 # statistics): on "cuda" their operations must refuse them, naming both devices.
 HOST_CONSTANTS = ("cross_entropy_", "mse_loss_", "batch_norm_2d_", "batch_norm_3d_",

@@ -198,13 +198,47 @@ def may_share_memory(a, b):
     return np.may_share_memory(_host(a), _host(b))
 
 
+__version__ = "0+fake"
+
+
 class _Device:
+    id = 0
+
     def synchronize(self):
         pass
 
 
+class _Runtime:
+    """What fpsim reads of the GPU (its name and versions, for records and cache keys)."""
+
+    @staticmethod
+    def getDeviceProperties(device):  # noqa: N802 - CuPy's name
+        return {"name": b"fake_cupy (CUDA simulator)", "major": 0, "minor": 0}
+
+    @staticmethod
+    def runtimeGetVersion():  # noqa: N802 - CuPy's name
+        return 0
+
+    @staticmethod
+    def driverGetVersion():  # noqa: N802 - CuPy's name
+        return 0
+
+
 class cuda:  # noqa: N801 - CuPy's name
     Device = _Device
+    runtime = _Runtime
+
+
+def matmul(a, b):
+    """CuPy's matmul: float16 operands as cuBLAS's fp16 GEMM takes them (fp32 compute,
+    the result rounded to float16; the tensor core's order of additions is not
+    modelled here), others as NumPy's."""
+    calls.append("matmul")
+    _refuse_host((a, b))
+    a, b = _host(a), _host(b)
+    if a.dtype == np.float16 and b.dtype == np.float16:
+        return _device(np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16))
+    return _device(np.matmul(a, b))
 
 
 def __getattr__(name):

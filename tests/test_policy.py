@@ -106,6 +106,39 @@ def test_accum_fp16_linear_is_fpsim_matmul():
     np.testing.assert_array_equal(y32, ref.astype(np.float64))
 
 
+def test_model_policy_products_are_the_tensor_cores():
+    """Under ``model=H100`` a linear layer's forward product and both backward products
+    are ``fpsim.matmul(..., model=fpsim.hw.H100)`` (the preset with fp16 or bf16 inputs),
+    rounded to the compute format; on these inputs that differs from fp32 accumulation."""
+    rng = np.random.default_rng(5)
+    # Two large terms that cancel in each block of 16: the block aligns the small ones
+    # to them and truncates (fp32 accumulation would keep their bits).
+    x, w, g = rng.normal(size=(6, 40)), rng.normal(size=(3, 40)), rng.normal(size=(6, 3))
+    x[:, [0, 1, 16, 17]] = [2.0**12, -(2.0**12), 2.0**12, -(2.0**12)]
+    w[:, [0, 1, 16, 17]] = 1.0
+    g[:, 0] = [2.0**12, -(2.0**12), 1, 2, 3, 4]
+    for compute, preset in (("fp16", fpsim.hw.H100), ("bf16", fpsim.hw.H100.with_input("bf16"))):
+        xs, ws, gs = (fpsim.round(v, compute) for v in (x, w, g))
+        runs = {}
+        for text in (f"mixed,compute={compute},model=H100", f"mixed,compute={compute}"):
+            xt = fpsim.tensor(x, requires_grad=True)
+            wt = fpsim.tensor(w, requires_grad=True)
+            with parse(text):
+                y = F.linear(xt, wt)
+                y.backward(g)
+            runs[text] = (y.data, xt.grad, wt.grad)
+        y, gx, gw = runs[f"mixed,compute={compute},model=H100"]
+
+        def tc(a, b, preset=preset, compute=compute):
+            return fpsim.round(fpsim.matmul(a, b, model=preset), compute)
+
+        np.testing.assert_array_equal(y, tc(xs, ws.T))
+        np.testing.assert_array_equal(gx, tc(gs, ws))
+        np.testing.assert_array_equal(gw, tc(gs.T, xs))
+        plain = runs[f"mixed,compute={compute}"]
+        assert any(np.any(a != b) for a, b in zip(plain, (y, gx, gw), strict=True))
+
+
 def test_master_copy_stays_fp32_and_model_copy_is_its_rounding():
     from fpsim.data import load_digits
 
@@ -188,6 +221,10 @@ def test_override_changes_one_operation():
     ("mixed,order=random", "unknown order"),
     ("mixed,rounding=nearest", "unknown rounding mode"),
     ("", "a policy string needs"),
+    ("mixed,model=H200", "unknown model 'H200'; known models: .*H100"),
+    ("mixed,model=H100,accum=fp16", "model=H100 fixes how products are added; drop accum=fp16"),
+    ("mixed,model=H100,order=sequential", "drop order=sequential"),
+    ("native_fp16,model=H100", "native policy's products are the hardware's"),
 ])
 def test_bad_policy_strings_name_the_problem(text, message):
     with pytest.raises(ValueError, match=message):

@@ -19,6 +19,7 @@ from fpsim._device import array_module, kernels
 from fpsim._elementwise import run
 from fpsim.accumulation import matmul as emulated_matmul
 from fpsim.accumulation import sum as emulated_sum
+from fpsim.accumulation.blocks import block_matmul
 from fpsim.accumulation.matmul import accumulate
 from fpsim.arithmetic import sub as emulated_sub
 from fpsim.flags import ABSORBED
@@ -116,8 +117,18 @@ def matmul(a: np.ndarray, b: np.ndarray, policy: Policy) -> np.ndarray:
     xp = array_module(a)
     if policy.native:
         work = policy.accum.dtype
+        if xp is not np and policy.compute.dtype == np.float16 and work == np.float32:
+            # On a GPU, the hardware's own fp16 product: cuBLAS's fp16 GEMM (tensor
+            # cores, fp32 accumulation, the result rounded to fp16), as CuPy runs it.
+            half: np.ndarray = xp.matmul(a.astype(np.float16, copy=False),
+                                         b.astype(np.float16, copy=False))
+            return half
         product: np.ndarray = xp.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
         return product
+    model = policy.hardware_model()
+    if model is not None:
+        with kernels(a):
+            return round(block_matmul(a, b, model), policy.compute, policy)
     if is_exact(policy.accum):
         on_host(a, f"an emulated product with the {policy.accum.name} accumulator")
         return round(np.matmul(a, b), policy.compute, policy)

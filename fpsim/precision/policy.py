@@ -75,6 +75,11 @@ class Policy:
         emulation (only fp16, fp32 and fp64 then, and nearest even).
     seed : int, optional
         The seed of stochastic rounding (0 <= seed < 2**32).
+    model : str, optional
+        A tensor core's block FMA (a name of ``fpsim.hw.PRESETS``, ``"H100"``) that
+        computes the dot products instead of ``accum`` and ``order``: the compute format
+        is its input, its fp32 output is rounded to ``compute``. ``accum`` must then be
+        fp32 (the model's), ``order`` "any" and ``accum_rounding`` nearest_even.
     overrides : dict or tuple of (str, Policy)
         Map an operation name (``"softmax"``, ``"exp"``, ``"matmul"``, ...) to the policy
         that operation uses instead (stored as a tuple of pairs).
@@ -116,6 +121,7 @@ class Policy:
     subnormals: bool = True
     native: bool = False
     seed: int | None = None
+    model: str | None = None
     overrides: tuple[tuple[str, Policy], ...] = ()
     # The operation an override policy serves (set by its parent): its stochastic
     # stream is derived from the seed and this name, apart from the parent's.
@@ -126,7 +132,7 @@ class Policy:
                      accum: Format | str = ..., reduce: Format | str = ...,
                      output: Format | str = ..., rounding: str = ...,
                      accum_rounding: str = ..., order: str = ..., subnormals: bool = ...,
-                     native: bool = ..., seed: int | None = ...,
+                     native: bool = ..., seed: int | None = ..., model: str | None = ...,
                      overrides: Sequence[tuple[str, Policy]] | Mapping[str, Policy] = ...,
                      category: str = ...) -> None: ...
 
@@ -159,6 +165,8 @@ class Policy:
                     )
             if self.rounding != "nearest_even" or self.accum_rounding != "nearest_even":
                 raise ValueError("a native policy rounds to nearest, ties to even, only")
+        if self.model is not None:
+            self.hardware_model()  # checked now
         overrides = self.overrides
         if isinstance(overrides, dict):
             overrides = tuple(overrides.items())
@@ -183,6 +191,46 @@ class Policy:
             if _settings(sub) != _settings(self):  # an override that changes nothing is none
                 kept.append((op, replace(sub, category=op)))
         object.__setattr__(self, "overrides", tuple(kept))
+
+    def hardware_model(self) -> Any:
+        """The ``fpsim.hw.BlockFMA`` of ``model`` taking the compute format, or None.
+
+        Raises
+        ------
+        ValueError
+            For an unknown preset, a compute format it does not take, a native policy,
+            or an ``accum``, ``order`` or ``accum_rounding`` the model overrides.
+
+        Examples
+        --------
+        >>> from fpsim.precision import parse
+        >>> parse("mixed,model=H100").hardware_model().name
+        'H100'
+        """
+        if self.model is None:
+            return None
+        from fpsim.hw import PRESETS as MODELS
+
+        if not isinstance(self.model, str) or self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; known models: "
+                             f"{', '.join(sorted(MODELS))}")
+        if self.native:
+            raise ValueError("model= emulates a tensor core; a native policy's products "
+                             "are the hardware's own")
+        clashes = [f"{k}={_text(getattr(self, k))}" for k, default in
+                   (("accum", as_format("fp32")), ("order", "any"),
+                    ("accum_rounding", "nearest_even")) if getattr(self, k) != default]
+        if clashes:
+            raise ValueError(f"model={self.model} fixes how products are added; drop "
+                             f"{', '.join(clashes)}")
+        preset = MODELS[self.model]
+        if as_format(preset.input) == self.compute:
+            return preset
+        try:
+            return preset.with_input(self.compute)
+        except ValueError as exc:
+            raise ValueError(f"model={self.model} with compute={self.compute.name}: "
+                             f"{exc}") from None
 
     @property
     def master_weights(self) -> bool:
@@ -378,6 +426,8 @@ def _value(key: str, value: str) -> Format | str | bool | int | None:
         if value.lower() not in ("true", "false", "1", "0", "on", "off"):
             raise ValueError(f"{key} takes true or false, got {value!r}")
         return value.lower() in ("true", "1", "on")
+    if key == "model":
+        return None if value.lower() == "none" else value
     if key == "seed":
         if value.lower() == "none":
             return None

@@ -1,5 +1,5 @@
 """The paper's ablations, as the studies name them: the presets of ``fpsim.sweep``."""
 
-from fpsim.sweep.ablation import ABLATIONS, Ablation, ablation, shrunk
+from fpsim.sweep.ablation import ABLATIONS, NATIVE_ABLATIONS, Ablation, ablation, shrunk
 
-__all__ = ["ABLATIONS", "Ablation", "ablation", "shrunk"]
+__all__ = ["ABLATIONS", "NATIVE_ABLATIONS", "Ablation", "ablation", "shrunk"]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fpsim._checks import output_folder
+from fpsim._device import as_device, gpu_module
 from fpsim.reproduce.ablations import ABLATIONS, ablation
 from fpsim.reproduce.tasks import TASKS, task
 from fpsim.sweep import Cache, Run, as_executor, train_missing
@@ -26,17 +27,18 @@ def study_code(name: str) -> str:
     return digest(Path(module.__file__).read_bytes())  # type: ignore[arg-type]  # a file
 
 
-def run_of(spec: RunSpec, budget: str) -> Run:
-    """The sweep run of a (task, policy, seed) spec at ``budget``."""
+def run_of(spec: RunSpec, budget: str, device: str = "cpu") -> Run:
+    """The sweep run of a (task, policy, seed) spec at ``budget`` on ``device``."""
     task_name, policy, seed = spec
-    return Run(task(task_name).for_sweep(budget), ablation(policy), seed)
+    return Run(task(task_name).for_sweep(budget, device), ablation(policy), seed)
 
 
 @dataclass
 class Session:
-    """``budget``: "quick" or "full"; ``seeds``: how many; ``tasks``/``policies``: which;
-    ``executor``: None (``jobs`` local processes), a Dask scheduler address, ``local:N``
-    or an executor (see ``fpsim.sweep.as_executor``)."""
+    """``budget``: "quick", "full" or "gpu"; ``seeds``: how many; ``tasks``/``policies``:
+    which; ``executor``: None (``jobs`` local processes), a Dask scheduler address,
+    ``local:N`` or an executor (see ``fpsim.sweep.as_executor``); ``device``: where the
+    sweep's runs train ("cpu" or "cuda")."""
 
     out: Path
     budget: str = "quick"
@@ -46,10 +48,14 @@ class Session:
     jobs: int = 1
     stream: Any = None
     executor: Any = None
+    device: str = "cpu"
     cache: Cache = field(init=False)
 
     def __post_init__(self) -> None:
         # Every argument is checked (a missing Dask included) before the folder is made.
+        self.device = as_device(self.device)
+        if self.device == "cuda":
+            gpu_module()  # no usable GPU: the error now
         for name in self.tasks:
             task(name).budget(self.budget)
         for name in self.policies:
@@ -73,7 +79,7 @@ class Session:
 
     def cached_run(self, spec: RunSpec) -> dict | None:
         """The cached record of ``spec``, or None."""
-        run = run_of(spec, self.budget)
+        run = run_of(spec, self.budget, self.device)
         return self.cache.load("runs", run.config(), run.label)
 
     def ensure(self, specs: Iterable[RunSpec]) -> None:
@@ -84,7 +90,7 @@ class Session:
         RuntimeError
             When a run raised (after the others finished), with its traceback.
         """
-        runs = [run_of(spec, self.budget) for spec in dict.fromkeys(specs)]
+        runs = [run_of(spec, self.budget, self.device) for spec in dict.fromkeys(specs)]
         _, failures = train_missing(self.cache, runs, self.executor, self.stream)
         if failures:
             first = failures[0]

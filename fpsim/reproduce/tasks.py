@@ -13,11 +13,12 @@ import functools
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from fpsim import nn, optim
+from fpsim._device import transfer
 from fpsim.autograd.tensor import Tensor, no_grad
 from fpsim.data import batches, char_batches, load_digits, load_text
 from fpsim.nn import functional as F
@@ -28,16 +29,18 @@ from fpsim.sweep import Setup
 from fpsim.sweep import Task as SweepTask
 from fpsim.sweep.cache import digest
 
-BUDGETS = ("quick", "full")
+BUDGETS = ("quick", "full", "gpu")
 CLASSES = 10  # the ten digits
 
 
 @dataclass(frozen=True)
 class Budget:
-    """Training length: ``steps`` optimizer steps, the metric measured every ``eval_every``."""
+    """Training length: ``steps`` optimizer steps, the metric measured every ``eval_every``;
+    ``hyperparameters`` replace the task's own at this budget (a larger model or batch)."""
 
     steps: int
     eval_every: int
+    hyperparameters: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -56,15 +59,21 @@ class Task:
             raise ValueError(f"unknown budget {name!r}; known: {', '.join(BUDGETS)}")
         return self.budgets[name]
 
-    def for_sweep(self, budget: str) -> SweepTask:
-        """This task at ``budget``, as a sweep trains it: ``setup`` builds each run, and
-        the data's digest and the hyperparameters are part of the cache key (the
-        pydoc topics differ between Python versions)."""
+    def for_sweep(self, budget: str, device: str = "cpu") -> SweepTask:
+        """This task at ``budget`` on ``device``, as a sweep trains it: ``setup`` builds
+        each run, and the data's digest and the hyperparameters are part of the cache key
+        (the pydoc topics differ between Python versions)."""
         b = self.budget(budget)
-        return SweepTask(self.name, self.setup, b.steps, b.eval_every, metric=self.metric,
+        sized = self.at(budget)
+        return SweepTask(self.name, sized.setup, b.steps, b.eval_every, metric=self.metric,
                          higher_is_better=self.higher_is_better, clip_norm=self.clip_norm,
-                         config=dict(data=self.data_digest(), **self.hyperparameters),
-                         chance=self.chance())
+                         config=dict(data=self.data_digest(), **sized.hyperparameters),
+                         chance=self.chance(), device=device)
+
+    def at(self, budget: str) -> Task:
+        """This task with ``budget``'s hyperparameters in place of its own."""
+        extra = self.budget(budget).hyperparameters
+        return replace(self, hyperparameters={**self.hyperparameters, **extra}) if extra else self
 
     def config(self, budget: str) -> dict:
         """Everything that determines a run of this task at ``budget`` (a cache key)."""
@@ -127,6 +136,11 @@ def _corpus_digest() -> str:
     return _digest(np.frombuffer(c.vocab.encode("utf-32-le"), np.uint8), c.train, c.valid)
 
 
+def model_device(model: Module) -> str:
+    """The device of a model's parameters."""
+    return next(iter(model.parameters())).device
+
+
 def _epochs(make_epoch, seed: int) -> Iterator:
     for epoch in itertools.count():
         yield from make_epoch(seed * 100_003 + epoch)
@@ -176,7 +190,8 @@ class DigitsTask(Task):
         model.eval()
         try:
             with policy, no_grad():
-                logits = np.asarray(model(data.x_test).data, dtype=np.float64)
+                x = transfer(data.x_test, model_device(model))
+                logits = np.asarray(model(x).numpy(), dtype=np.float64)
         finally:
             model.train()
         return float(np.mean(np.argmax(logits, axis=1) == data.y_test) * 100)
@@ -230,9 +245,10 @@ class CharTask(Task):
         h = self.hyperparameters
         valid = self._corpus().valid[: h["eval_chars"] + 1]
         nats = count = 0.0
+        device = model_device(model)
         with policy, no_grad():
             for x, y in char_batches(valid, batch_size=h["batch_size"], seq_len=h["seq_len"]):
-                logits = np.asarray(model(x).data, dtype=np.float64)
+                logits = np.asarray(model(transfer(x, device)).numpy(), dtype=np.float64)
                 shifted = logits - logits.max(axis=1, keepdims=True)
                 log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
                 nats -= float(log_p[np.arange(y.size), y.reshape(-1)].sum())
@@ -243,17 +259,23 @@ class CharTask(Task):
 TASKS: dict[str, Task] = {t.name: t for t in (
     DigitsTask(
         name="digits_mlp", metric="test accuracy (%)", higher_is_better=True,
-        budgets={"quick": Budget(420, 42), "full": Budget(2100, 105)},
+        budgets={"quick": Budget(420, 42), "full": Budget(2100, 105),
+                 "gpu": Budget(2100, 105)},
         hyperparameters=dict(hidden=64, lr=0.05, momentum=0.9, batch_size=32),
     ),
     DigitsTask(
         name="digits_cnn", metric="test accuracy (%)", higher_is_better=True, images=True,
-        budgets={"quick": Budget(420, 42), "full": Budget(2100, 105)},
+        budgets={"quick": Budget(420, 42), "full": Budget(2100, 105),
+                 "gpu": Budget(2100, 105)},
         hyperparameters=dict(lr=0.05, momentum=0.9, batch_size=32),
     ),
     CharTask(
         name="char_lstm", metric="validation bits per character", higher_is_better=False,
-        budgets={"quick": Budget(100, 25), "full": Budget(600, 50)},
+        # gpu: batches of 2^14 tokens (512 sequences of 32), where fp16 flushes gradients
+        # at their natural size, and products with K = 2^14 in the weight gradients.
+        budgets={"quick": Budget(100, 25), "full": Budget(600, 50),
+                 "gpu": Budget(100, 25, dict(embedding=64, hidden=512, batch_size=512,
+                                             eval_chars=65536))},
         hyperparameters=dict(embedding=32, hidden=128, optimizer="adam", lr=2e-3,
                              batch_size=32, seq_len=32, eval_chars=8192),
         clip_norm=5.0,

@@ -104,6 +104,17 @@ ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
 """The paper's ablations, by name: fp32, mixed, no_master, no_loss_scaling, fp16_accum,
 bf16 and native_fp16."""
 
+NATIVE_ABLATIONS: dict[str, Ablation] = {a.name: a for a in (
+    Ablation("native_no_master", "native_fp16,params=fp16", "dynamic",
+             "as no_master, in hardware half precision (the weights fp16 arrays)"),
+    Ablation("native_no_loss_scaling", "native_fp16", None,
+             "as no_loss_scaling, in hardware half precision"),
+)}
+"""The native counterparts of the ablations that ``native_fp16`` (mixed's) and
+``fp32`` (native already) leave out: on a GPU, each beside its emulated one. There is
+no native ``fp16_accum`` (CuPy's float16 products accumulate in fp32) nor ``bf16``
+(CuPy has no bfloat16 arrays)."""
+
 
 _SHRUNK = re.compile(r"no_loss_scaling@2\^(-[1-9][0-9]*)")
 
@@ -171,8 +182,11 @@ def ablation(name: str | Ablation) -> Ablation:
         return name
     if isinstance(name, str) and name in ABLATIONS:
         return ABLATIONS[name]
+    if isinstance(name, str) and name in NATIVE_ABLATIONS:
+        return NATIVE_ABLATIONS[name]
     match = _SHRUNK.fullmatch(name) if isinstance(name, str) else None
     if match:
         return shrunk(int(match.group(1)))
-    raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(ABLATIONS)}, "
+    known = ", ".join([*ABLATIONS, *NATIVE_ABLATIONS])
+    raise ValueError(f"unknown policy {name!r}; known policies: {known}, "
                      "or no_loss_scaling@2^-k")

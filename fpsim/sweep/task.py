@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fpsim._checks import boolean, integer, real
+from fpsim._device import as_device, gpu_module
+from fpsim._machine import machine
 from fpsim.sweep.cache import digest
 
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 # Keys of a run's cache key that a task's own configuration may not take.
 RESERVED = frozenset({"task", "steps", "eval_every", "clip_norm", "task_code", "code", "seed",
                       "policy", "precision", "loss_scale", "version", "numpy", "chance",
-                      "higher_is_better"})
+                      "higher_is_better", "device", "gpu"})
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,9 @@ class Setup:
         ``loss(model, batch)``: the scalar loss ``Tensor`` of a batch.
     evaluate : callable
         ``evaluate(model, policy)``: the metric on held-out data (a float), the model
-        run under the precision ``policy`` (``with policy, fpsim.no_grad(): ...``).
+        run under the precision ``policy`` (``with policy, fpsim.no_grad(): ...``). On a
+        task's ``device="cuda"`` the model is on the GPU: copy the inputs there
+        (``fpsim.tensor(x, device=...)``) and the outputs back (``.numpy()``).
     """
 
     model: Module
@@ -79,6 +83,10 @@ class Task:
         percent, log2(vocabulary) for bits per character). A run whose final metric is
         worse than chance by more than ``fpsim.sweep.divergence.CHANCE_FACTOR`` is
         labelled diverged; None: that rule does not apply.
+    device : {"cpu", "cuda"}
+        Where the runs train: ``"cuda"`` moves each run's model to the GPU before its
+        first step and copies each batch there (its NumPy arrays); ``build`` still makes
+        everything on the host.
     config : mapping
         Everything else that determines a run and is not in the source of ``build``'s
         module (hyperparameters read from elsewhere, a digest of the data): JSON values.
@@ -105,6 +113,7 @@ class Task:
     clip_norm: float | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
     chance: float | None = None
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -122,6 +131,7 @@ class Task:
             real(self.clip_norm, f"{where}: clip_norm", 0, low_open=True)
         if self.chance is not None:
             real(self.chance, f"{where}: chance", 0, low_open=True)
+        as_device(self.device, f"{where}: device")
         if not isinstance(self.config, Mapping):
             raise ValueError(f"{where}: config must be a mapping, got {self.config!r}")
         reserved = sorted(RESERVED & set(self.config))
@@ -142,7 +152,9 @@ class Task:
         dict
             The name, length, clipping, chance level and the metric's direction (they
             label a run diverged), ``config`` and ``task_code``: a digest of the source
-            of the module that defines ``build``.
+            of the module that defines ``build``. On ``"cuda"`` also ``device`` and
+            ``gpu``, the GPU's name and CuPy's and CUDA's versions (native arithmetic
+            is the hardware's); a cpu task's key has neither.
 
         Raises
         ------
@@ -150,11 +162,19 @@ class Task:
             When that source cannot be found (a function typed at an interactive
             prompt): define it in a file.
         """
+        where = {} if self.device == "cpu" else dict(device=self.device, gpu=gpu_identity())
         return dict(task=self.name, steps=self.steps, eval_every=self.eval_every,
                     clip_norm=self.clip_norm, chance=self.chance,
                     higher_is_better=self.higher_is_better,
                     task_code=source_digest(self.build, self.name),
-                    **self.config)
+                    **where, **self.config)
+
+
+def gpu_identity() -> str:
+    """The GPU in use: its name, compute capability, and CUDA's and CuPy's versions
+    (``fpsim._machine.machine``). A RuntimeError where no GPU is usable."""
+    gpu_module()
+    return machine(gpu=True)
 
 
 def source_digest(function: Callable[..., Any], name: str = "") -> str:

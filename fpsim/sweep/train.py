@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim.precision.policy import parse
 from fpsim.sweep.ablation import Ablation
 from fpsim.sweep.divergence import divergence
@@ -23,6 +24,23 @@ from fpsim.training import StepReport, Trainer
 NONFINITE_PATIENCE = 25
 # Gradients are inspected (flushes counted) on every this many steps: it costs time.
 MONITOR_EVERY = 5
+
+
+def on_device(batch: Any, device: str) -> Any:
+    """A batch's arrays (alone or in a tuple or list) copied to ``device``."""
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(on_device(part, device) for part in batch)
+    if isinstance(batch, np.ndarray) or _device.device_of(batch) != "cpu":
+        return _device.transfer(batch, device)
+    return batch
+
+
+def all_finite(arrays: list[Any]) -> bool:
+    """Whether every value of ``arrays`` is finite: one read of the device they are on."""
+    if not arrays:
+        return True
+    xp = _device.array_module(arrays[0])
+    return bool(xp.stack([xp.isfinite(a).all() for a in arrays]).all())
 
 
 def _mean(values: list[float]) -> float | None:
@@ -80,6 +98,10 @@ def train(task: Task, ablation: Ablation, seed: int, *,
         raise TypeError(f"task {task.name!r}: build({seed}) must return a Setup, "
                         f"got {type(setup).__name__}")
     model = setup.model
+    batches: Iterable[Any] = setup.batches
+    if task.device != "cpu":
+        model.to(task.device)  # before the first step: the optimizer's state follows
+        batches = (on_device(batch, task.device) for batch in batches)
     trainer = Trainer(model, setup.optimizer, policy, loss_scale=ablation.loss_scale,
                       clip_norm=task.clip_norm)
     if ablation.update is not None:  # a fresh policy: its stochastic stream starts anew
@@ -95,7 +117,7 @@ def train(task: Task, ablation: Ablation, seed: int, *,
     start = time.perf_counter()
     step = 0
     with np.errstate(all="ignore"):
-        for step, batch in zip(range(1, task.steps + 1), setup.batches, strict=False):
+        for step, batch in zip(range(1, task.steps + 1), batches, strict=False):
             trainer.monitor = step % MONITOR_EVERY == 0
             report = trainer.step(lambda batch=batch: setup.loss(model, batch))  # type: ignore[misc]
             window.append(report)
@@ -108,8 +130,7 @@ def train(task: Task, ablation: Ablation, seed: int, *,
             if step == 1:
                 start_loss = _finite_or_none(report.loss)
             nonfinite = 0 if math.isfinite(report.loss) else nonfinite + 1
-            weights_finite = all(np.all(np.isfinite(p.data)) for p in model.parameters())
-            if not weights_finite:
+            if not all_finite([p.data for p in model.parameters()]):
                 diverged_at, reason = step, "the weights are not finite"
             elif nonfinite >= NONFINITE_PATIENCE:
                 diverged_at = step
