@@ -18,6 +18,7 @@ from fpsim.flags import ABSORBED, DIVBYZERO, INEXACT, INVALID, OVERFLOW, UNDERFL
 from fpsim.formats import PRESETS, Format, format
 from fpsim.modes import CODES as _CODES
 from fpsim.precision import Policy
+from fpsim.quantize import Quantized, dequantize, quantize  # after the package: the function
 from fpsim.rounding import round
 
 ROUNDING_MODES = tuple(_CODES)
@@ -27,8 +28,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ABSORBED", "DIVBYZERO", "INEXACT", "INVALID", "OVERFLOW", "PRESETS", "ROUNDING_MODES",
-    "UNDERFLOW", "AccumulationStats", "Format", "Policy", "Tensor", "add", "backend", "conv2d",
-    "div", "dot", "fma", "format", "from_bits", "get_backend_name", "hw", "matmul", "mul", "nn",
-    "no_grad", "optim", "round", "set_backend", "sqrt", "sub", "sum", "tensor", "to_bits",
-    "training",
+    "UNDERFLOW", "AccumulationStats", "Format", "Policy", "Quantized", "Tensor", "add",
+    "backend", "conv2d", "dequantize", "div", "dot", "fma", "format", "from_bits",
+    "get_backend_name", "hw", "matmul", "mul", "nn", "no_grad", "optim", "quantize", "round",
+    "set_backend", "sqrt", "sub", "sum", "tensor", "to_bits", "training",
 ]

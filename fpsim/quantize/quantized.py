@@ -1,0 +1,221 @@
+"""Block quantization: values to elements and shared scales (``quantize``), and back
+(``dequantize``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from numpy.lib.array_utils import normalize_axis_index
+
+from fpsim._checks import boolean, integer
+from fpsim._inputs import as_float_array
+from fpsim.bits import to_bits
+from fpsim.quantize.scale_rules import SCALE_RULES, shared_exponents
+from fpsim.quantize.schemes import Scheme, scheme
+from fpsim.rounding import round as round_to
+
+if TYPE_CHECKING:
+    from fpsim._typing import Values
+
+__all__ = ["Quantized", "dequantize", "quantize"]
+
+Floats = npt.NDArray[np.float64]
+Codes = npt.NDArray[np.unsignedinteger[Any]]
+_TINY = 2.0**-1074
+
+
+@dataclass(frozen=True, eq=False)
+class Quantized:
+    """Block-quantized values: elements, one scale per block, and the layout.
+
+    Attributes
+    ----------
+    scheme : Scheme
+        The scheme (element and scale formats, block size).
+    axis : int
+        The axis along which consecutive elements form blocks (non-negative).
+    values : numpy.ndarray of float64
+        The elements' values, in the shape of the input.
+    bits : numpy.ndarray of unsigned integers
+        The elements' encodings in ``scheme.element``.
+    scales : numpy.ndarray of float64
+        Each block's scale: the input's shape with ``axis`` cut to the number of blocks
+        (the last one shorter where the axis is not a multiple of the block); NaN for a
+        block with a NaN or an infinity.
+    scale_bits : numpy.ndarray of unsigned integers
+        The scales' encodings in ``scheme.scale_format``.
+    scale_rule : str
+        The rule that chose the scales.
+    rounding : str
+        The rounding mode of the elements.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> q = fpsim.quantize([0.1, -3.0, 1000.0, 0.0], "mxfp4_e2m1", pad=True)
+    >>> q.values.tolist(), q.scales.tolist(), q.scale_bits.tolist()
+    ([0.0, -0.0, 6.0, 0.0], [128.0], [134])
+    """
+
+    scheme: Scheme
+    axis: int
+    values: Floats
+    bits: Codes
+    scales: Floats
+    scale_bits: Codes
+    scale_rule: str
+    rounding: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the quantized array."""
+        return tuple(self.values.shape)
+
+    @property
+    def block(self) -> int:
+        """Elements per block along ``axis``."""
+        return self.scheme.block
+
+    def __repr__(self) -> str:
+        return (f"Quantized(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "
+                f"blocks={self.scales.size}, scale_rule={self.scale_rule!r}, "
+                f"rounding={self.rounding!r})")
+
+
+def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
+             scale_rule: str | None = None, rounding: str = "nearest_even",
+             subnormals: bool = True, seed: int | None = None,
+             random_bits: int | None = None, pad: bool = False) -> Quantized:
+    """Quantize values in blocks along an axis, each block sharing one scale.
+
+    Every block of ``scheme.block`` consecutive elements along ``axis`` gets the scale
+    ``2**s`` its scale rule picks from the block's largest magnitude (amax), clamped to
+    the scale format's range; each element is ``x / 2**s`` (exact) rounded once to the
+    element format, saturating at its largest value (OCP MX v1.0 section 6.3).
+    ``docs/block-scaled.md`` states every rule.
+
+    Parameters
+    ----------
+    x : array_like
+        The values, taken exactly as ``fpsim.round`` takes them (host arrays).
+    scheme_name : str or Scheme
+        ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"`` or
+        ``"mxfp4_e2m1"`` (``from fpsim.quantize import SCHEMES``).
+    axis : int, default -1
+        The axis along which the blocks run (rows: -1; columns of a matrix: 0).
+    scale_rule : str, optional
+        ``"ocp"`` (the scheme's default: ``floor(log2(amax)) - emax``), ``"ceil"``,
+        ``"torchao_even"`` or ``"transformer_engine"``
+        (``from fpsim.quantize import SCALE_RULES``).
+    rounding : str, default "nearest_even"
+        The elements' rounding mode: any of ``fpsim.ROUNDING_MODES``.
+    subnormals : bool, default True
+        False: elements below the element format's smallest normal become zeros.
+    seed, random_bits : int, optional
+        Stochastic rounding, as ``fpsim.round`` takes them: the stream is keyed by the
+        element's C-order index in ``x``.
+    pad : bool, default False
+        False: an axis whose length is not a multiple of the block is refused. True:
+        its last block is shorter (as if padded with zeros, which change no amax).
+
+    Returns
+    -------
+    Quantized
+
+    Raises
+    ------
+    ValueError
+        An unknown scheme, scale rule or rounding mode (the message lists the known
+        ones); an axis length that is not a multiple of the block without ``pad``; an
+        ``axis`` that is not an integer; values fpsim cannot take exactly.
+    numpy.exceptions.AxisError
+        ``axis`` out of range (a 0-d ``x`` has none).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> x = np.linspace(-1.0, 1.0, 32)
+    >>> q = fpsim.quantize(x, "mxfp8_e4m3")
+    >>> q.scales.tolist()  # 2**(floor(log2(1.0)) - 8)
+    [0.00390625]
+    >>> err = np.abs(fpsim.dequantize(q) - x).max()
+    >>> bool(err <= 2.0**-4)
+    True
+    """
+    sch = scheme(scheme_name)
+    rule = sch.scale_rule if scale_rule is None else scale_rule
+    if not isinstance(rule, str) or rule not in SCALE_RULES:
+        raise ValueError(f"unknown scale_rule {rule!r}; known rules: {', '.join(SCALE_RULES)}")
+    pad = boolean(pad, "pad")
+    axis = integer(axis, "axis")
+    arr = np.asarray(as_float_array(x, "x"), dtype=np.float64)
+    ax = normalize_axis_index(axis, arr.ndim)
+    n, size = arr.shape[ax], sch.block
+    if n % size and not pad:
+        raise ValueError(f"x has {n} elements along axis {ax}, not a multiple of the block "
+                         f"of {size} of {sch.name}: pass pad=True for a shorter last block")
+    moved = np.moveaxis(arr, ax, -1)
+    count = -(-n // size)
+    padded = np.zeros((*moved.shape[:-1], count * size))
+    padded[..., :n] = moved
+    amax = np.max(np.abs(padded.reshape(*moved.shape[:-1], count, size)), axis=-1)  # NaN stays
+    fmt = sch.scale_format
+    s, nan = shared_exponents(amax, sch.element, rule, fmt.emin, fmt.emax)
+    s_each = np.repeat(s, size, axis=-1)[..., :n]
+    nan_each = np.repeat(nan, size, axis=-1)[..., :n]
+    scaled = np.ldexp(moved, -s_each)
+    # A scaled value that falls into binary64's subnormals (only where a scale was clamped
+    # at its top) is far below half of any element format's smallest subnormal: any tiny
+    # value of its sign rounds as it does, in every mode, stochastic included.
+    with np.errstate(invalid="ignore"):
+        lost = np.isfinite(moved) & (np.ldexp(scaled, s_each) != moved)
+    scaled = np.where(lost, np.copysign(_TINY, moved), scaled)
+    scaled = np.where(nan_each, 0.0, scaled)
+    values = np.asarray(round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
+                                 subnormals=subnormals, saturate=True, seed=seed,
+                                 random_bits=random_bits), dtype=np.float64)
+    scales = np.moveaxis(np.where(nan, np.nan, np.ldexp(1.0, s)), -1, ax)
+    return Quantized(scheme=sch, axis=ax, values=values,
+                     bits=np.asarray(to_bits(values, sch.element)), scales=scales,
+                     scale_bits=np.asarray(to_bits(scales, fmt)), scale_rule=rule,
+                     rounding=rounding)
+
+
+def dequantize(q: Quantized) -> Floats:
+    """The values a ``Quantized`` stands for: each element times its block's scale.
+
+    Exact: every element times every scale of the MX schemes is a binary64 value.
+
+    Parameters
+    ----------
+    q : Quantized
+        The output of ``fpsim.quantize``.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        In ``q.shape``; NaN throughout a block whose scale is NaN.
+
+    Raises
+    ------
+    ValueError
+        ``q`` is not a ``Quantized``.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> q = fpsim.quantize([3.0, 0.7, -0.2, 5.5] * 8, "mxfp4_e2m1")
+    >>> fpsim.dequantize(q)[:4].tolist()
+    [3.0, 0.5, -0.0, 6.0]
+    """
+    if not isinstance(q, Quantized):
+        raise ValueError(f"q: expected a Quantized (from fpsim.quantize), got {type(q).__name__}")
+    n = q.values.shape[q.axis]
+    each = np.repeat(q.scales, q.scheme.block, axis=q.axis)
+    each = np.take(each, np.arange(n), axis=q.axis)
+    out: Floats = q.values * each
+    return out

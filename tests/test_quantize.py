@@ -1,0 +1,241 @@
+"""Block quantization (fpsim.quantize): the MX schemes against an exact rational reference
+written from OCP MX v1.0 section 6.3 and the scale rules' sources, against gfloat's MX
+implementation, and on hostile input."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from reference import PRESETS as REF_FORMATS
+from reference import ref_round as ref_round_fp8
+from test_small_formats import floor_log2
+from test_small_formats import ref_round as ref_round_small
+
+import fpsim
+from fpsim.quantize import SCALE_RULES, SCHEMES
+
+MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
+# scheme: (element preset, emax, man_bits, largest element)
+ELEMENTS = {
+    "mxfp8_e4m3": ("fp8_e4m3", 8, 3, 448.0),
+    "mxfp8_e5m2": ("fp8_e5m2", 15, 2, 57344.0),
+    "mxfp6_e2m3": ("fp6_e2m3", 2, 3, 7.5),
+    "mxfp6_e3m2": ("fp6_e3m2", 4, 2, 28.0),
+    "mxfp4_e2m1": ("fp4_e2m1", 2, 1, 6.0),
+}
+
+
+def ref_exponent(amax: Fraction, scheme: str, rule: str) -> int | None:
+    """The block's scale exponent before clamping (amax > 0); None: a NaN scale."""
+    _, emax, man_bits, top = ELEMENTS[scheme]
+    fl = floor_log2(amax)
+    if rule == "ocp":
+        return fl - emax
+    if rule == "ceil":
+        return fl + (amax != Fraction(2) ** fl) - emax
+    if rule == "torchao_even":  # amax's significand rounded half up to man_bits bits
+        sig = amax / Fraction(2) ** fl
+        return fl + (sig >= 2 - Fraction(1, 2 ** (man_bits + 1))) - emax
+    assert rule == "transformer_engine"
+    descale32 = np.float32(float(amax)) * np.float32(1.0 / top)  # binary32 throughout
+    if not np.isfinite(descale32):
+        return None  # amax beyond binary32: a NaN scale
+    descale = Fraction(float(descale32))
+    if descale == 0:
+        return -(10**6)
+    fd = floor_log2(descale)
+    return fd + (descale != Fraction(2) ** fd)
+
+
+def ref_element(v: Fraction, scheme: str, mode: str, subnormals: bool) -> float:
+    name = ELEMENTS[scheme][0]
+    if name.startswith("fp8"):
+        if not subnormals and v != 0 and abs(v) < Fraction(2) ** REF_FORMATS[name].emin:
+            return -0.0 if v < 0 else 0.0
+        out, _ = ref_round_fp8(v, REF_FORMATS[name], mode, subnormals, True)
+        return out
+    return ref_round_small(name, v, mode, subnormals, True)[0]  # type: ignore[arg-type]
+
+
+def ref_quantize(blocks: list[list[float]], scheme: str, rule: str, mode: str,
+                 subnormals: bool = True):
+    """(element values, scales) of each block, with Fractions."""
+    values, scales = [], []
+    for block in blocks:
+        amax = max(abs(Fraction(v)) for v in block) if all(map(math.isfinite, block)) else 0
+        e = ref_exponent(amax, scheme, rule) if amax else -127
+        if e is None or not all(map(math.isfinite, block)):
+            values.append([0.0] * len(block))
+            scales.append(math.nan)
+            continue
+        s = min(max(e, -127), 127)
+        scale = Fraction(2) ** s
+        values.append([ref_element(Fraction(v) / scale, scheme, mode, subnormals)
+                       if v else v for v in block])
+        scales.append(float(scale))
+    return values, scales
+
+
+def hard_blocks(rng: np.random.Generator) -> np.ndarray:
+    """Rows of 64 (two blocks of 32): ordinary, near each rule's thresholds, zeros, tiny
+    and huge magnitudes, NaN and infinity."""
+    rows = [rng.standard_normal(64), rng.standard_normal(64) * 1e-3,
+            np.zeros(64), np.full(64, -0.0)]
+    for top in (448.0, 57344.0, 7.5, 28.0, 6.0):
+        r = rng.uniform(-1, 1, 64)
+        r[[0, 40]] = [top * (1 - 2.0**-12), -top * 0.999]  # just below the element max
+        rows.append(r)
+    for sig in (1.0, 1.5, 1.75, 1.875, 1.9375, 1.96875, 2 - 2.0**-20):
+        r = rng.uniform(-1, 1, 64) * 2.0**3
+        r[[5, 37]] = [sig * 2.0**3, -sig * 2.0**3]  # amax just under a power of two
+        rows.append(r)
+    tiny = rng.uniform(-1, 1, 64) * 2.0**-135  # scale clamped at 2**-127
+    tiny[3] = 2.0**-149
+    huge = rng.uniform(-1, 1, 64) * 2.0**140  # scale clamped at 2**127: elements saturate
+    huge[9] = 2.0**-1000  # its scaled value lies below binary64's normals
+    special = rng.standard_normal(64)
+    special[[2, 50]] = [np.nan, np.inf]
+    rows += [tiny, huge, special]
+    return np.array(rows)
+
+
+def same(a, b) -> bool:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return bool(np.all((a == b) & (np.signbit(a) == np.signbit(b)) | (np.isnan(a) & np.isnan(b))))
+
+
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+@pytest.mark.parametrize("rule", list(SCALE_RULES))
+def test_mx_against_the_exact_reference(scheme, rule):
+    x = hard_blocks(np.random.default_rng(sum(map(ord, scheme + rule))))
+    with np.errstate(over="ignore"):  # the transformer_engine rule reads amax as float32
+        for mode in MODES:
+            for subnormals in (True, False) if mode == "nearest_even" else (True,):
+                q = fpsim.quantize(x, scheme, scale_rule=rule, rounding=mode,
+                                   subnormals=subnormals)
+                blocks = [list(row[i:i + 32]) for row in x.tolist() for i in (0, 32)]
+                want_values, want_scales = ref_quantize(blocks, scheme, rule, mode,
+                                                        subnormals)
+                got_values = q.values.reshape(-1, 32)
+                for i, (g, w) in enumerate(zip(got_values, want_values, strict=True)):
+                    assert same(g, w), (scheme, rule, mode, i, g, w)
+                assert same(q.scales.ravel(), want_scales), (scheme, rule, mode)
+                deq = fpsim.dequantize(q).reshape(-1, 32)
+                want = [[v * s for v in vs] for vs, s in zip(want_values, want_scales,
+                                                              strict=True)]
+                assert same(deq, want)
+
+
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_bits_are_the_encodings_of_the_values_and_scales(scheme):
+    x = hard_blocks(np.random.default_rng(5))
+    q = fpsim.quantize(x, scheme)
+    element = fpsim.format(ELEMENTS[scheme][0])
+    assert q.bits.dtype == np.uint8 and q.scale_bits.dtype == np.uint8
+    assert same(fpsim.from_bits(q.bits, element), q.values)
+    nan = np.isnan(q.scales)
+    assert np.all(q.scale_bits[nan] == 0xFF)
+    assert np.all(q.scale_bits[~nan] == np.log2(q.scales[~nan]).astype(int) + 127)
+
+
+def test_columnwise_is_rowwise_of_the_transpose():
+    x = np.random.default_rng(1).standard_normal((64, 96)) * np.logspace(-3, 3, 96)
+    rows = fpsim.quantize(x.T, "mxfp8_e4m3", axis=-1)
+    cols = fpsim.quantize(x, "mxfp8_e4m3", axis=0)
+    assert cols.scales.shape == (2, 96) and rows.scales.shape == (96, 2)
+    assert same(cols.values, rows.values.T) and same(cols.scales, rows.scales.T)
+    assert same(fpsim.dequantize(cols), fpsim.dequantize(rows).T)
+
+
+def test_a_shorter_last_block_with_pad():
+    x = np.random.default_rng(2).standard_normal((3, 70))
+    q = fpsim.quantize(x, "mxfp4_e2m1", pad=True)
+    assert q.scales.shape == (3, 3) and q.values.shape == (3, 70)
+    blocks = [list(row[i:i + 32]) for row in x.tolist() for i in (0, 32, 64)]
+    want_values, want_scales = ref_quantize(blocks, "mxfp4_e2m1", "ocp", "nearest_even")
+    assert same(q.scales.ravel(), want_scales)
+    assert same(q.values.ravel(), [v for vs in want_values for v in vs])
+    with pytest.raises(ValueError, match="70 elements along axis 1, not a multiple.*pad=True"):
+        fpsim.quantize(x, "mxfp4_e2m1")
+
+
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_stochastic_elements_are_a_neighbour_and_follow_the_seed(scheme):
+    x = np.random.default_rng(3).standard_normal((4, 64))
+    q = fpsim.quantize(x, scheme, rounding="stochastic", seed=11)
+    lo = fpsim.quantize(x, scheme, rounding="toward_zero")
+    hi = [fpsim.quantize(x, scheme, rounding=m).values for m in ("up", "down")]
+    away = np.where(x > 0, hi[0], hi[1])
+    assert np.all((q.values == lo.values) | (q.values == away))
+    again = fpsim.quantize(x, scheme, rounding="stochastic", seed=11)
+    assert same(q.values, again.values)
+    with fpsim.backend("numba"):
+        assert same(fpsim.quantize(x, scheme, rounding="stochastic", seed=11).values, q.values)
+
+
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_mx_agrees_with_gfloat(scheme):
+    gf = pytest.importorskip("gfloat")
+    from gfloat import formats
+
+    fi = getattr(formats, f"format_info_{scheme}")
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.standard_normal((20, 32)) * np.logspace(-8, 8, 20)[:, None],
+                        np.zeros((1, 32))])
+    got = fpsim.dequantize(fpsim.quantize(x, scheme))
+    for row, ours in zip(x, got, strict=True):
+        theirs = gf.quantize_block(fi, row, gf.compute_scale_amax)
+        assert same(ours, theirs), (scheme, row[:4], ours[:4], theirs[:4])
+
+
+def test_zero_size_and_zero_blocks():
+    q = fpsim.quantize(np.zeros((0, 64)), "mxfp8_e4m3")
+    assert q.values.shape == (0, 64) and q.scales.shape == (0, 2)
+    assert fpsim.dequantize(q).shape == (0, 64)
+    q = fpsim.quantize(np.zeros((3, 0)), "mxfp8_e4m3")
+    assert q.scales.shape == (3, 0) and fpsim.dequantize(q).shape == (3, 0)
+    q = fpsim.quantize(np.zeros(32), "mxfp6_e3m2")
+    assert q.scales.tolist() == [2.0**-127] and q.scale_bits.tolist() == [0]
+    assert not fpsim.dequantize(q).any()
+
+
+def test_nan_and_infinite_blocks_have_a_nan_scale():
+    x = np.ones(96)
+    x[40], x[70] = np.nan, -np.inf
+    q = fpsim.quantize(x, "mxfp4_e2m1")
+    assert q.scale_bits.tolist() == [127 - 2, 255, 255]  # 2**(0 - emax) for the ones
+    deq = fpsim.dequantize(q)
+    assert np.all(deq[:32] == 1.0) and np.all(np.isnan(deq[32:]))
+    assert not q.values[32:].any() and not q.bits[32:].any()
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: fpsim.quantize(np.ones(32), "mxfp9"), ValueError,
+     "unknown scheme 'mxfp9'; known schemes: mxfp8_e4m3, mxfp8_e5m2"),
+    (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", scale_rule="round"), ValueError,
+     "unknown scale_rule 'round'; known rules: ocp, ceil"),
+    (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", axis=1), np.exceptions.AxisError, "axis"),
+    (lambda: fpsim.quantize(np.float64(1.0), "mxfp8_e4m3"), np.exceptions.AxisError, "axis"),
+    (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", axis=0.0), ValueError, "axis"),
+    (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", rounding="nearest"), ValueError,
+     "nearest"),
+    (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", pad="yes"), ValueError, "pad"),
+    (lambda: fpsim.quantize(["a"] * 32, "mxfp8_e4m3"), ValueError, "x"),
+    (lambda: fpsim.dequantize(np.ones(3)), ValueError, "expected a Quantized"),
+])
+def test_bad_input_is_refused_with_a_clear_error(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_the_block_scaled_page_examples_run():
+    import doctest
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "block-scaled.md"
+    result = doctest.testfile(str(page), module_relative=False,
+                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
