@@ -1,15 +1,16 @@
 """Block fused multiply-add models of NVIDIA tensor cores: the presets.
 
 ``docs/hardware-models.md`` gives each preset's parameters and sources; the
-model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``). ``V100`` ... ``B200``
-read fp16 inputs, the ``_BF16`` presets bf16 ones; all accumulate in fp32, and an
-overflow gives +-inf and a zero result +0 (MMA-Sim's rules; the docs give the sources).
+model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``). ``V100`` ... ``RTX5090``
+read fp16 inputs, the ``_BF16`` presets bf16 ones and the ``_FP8`` presets fp8 e4m3
+(``with_inputs`` for e5m2 and mixed); all but ``H100_FP8_F16`` accumulate in fp32, and
+an overflow gives +-inf and a zero result +0 (MMA-Sim's rules; the docs give the sources).
 
 Examples
 --------
 >>> import fpsim
->>> sorted(fpsim.hw.PRESETS)
-['A100', 'A100/bf16', 'B200', 'B200/bf16', 'H100', 'H100/bf16', 'V100']
+>>> sorted(fpsim.hw.PRESETS)[:6]
+['A100', 'A100/bf16', 'B200', 'B200/bf16', 'B200_FP8', 'H100']
 >>> A, B = [[1.0, 2.0**-24, 2.0**-24, 2.0**-24]], [[1.0]] * 4
 >>> fpsim.matmul(A, B, model=fpsim.hw.V100).tolist()
 [[1.0]]
@@ -24,28 +25,62 @@ from fpsim.accumulation.blocks import (
     BlockFMA,
     block_matmul,
 )
+from fpsim.formats import Format
 
 __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS", "block_matmul",
-           "V100", "A100", "H100", "B200", "A100_BF16", "H100_BF16", "B200_BF16"]
+           "V100", "T4", "A100", "L40", "H100", "B200", "RTX5090", "A100_BF16", "L40_BF16",
+           "H100_BF16", "B200_BF16", "RTX5090_BF16", "L40_FP8", "H100_FP8", "H100_FP8_F16",
+           "B200_FP8", "RTX5090_FP8", "E8M13"]
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
 # Mikaitis, "Accurate models of NVIDIA tensor cores" (2025); Xie et al., "MMA-Sim"
-# (arXiv 2511.10909; mmasim 2.1.1): see docs/hardware-models.md.
+# (arXiv 2511.10909; mmasim 2.1.1, mmasim/nv_ptx/sim.py): see docs/hardware-models.md.
+#: The format of an fp8 block's result on Ada and Hopper: binary32's exponent range, 13
+#: fraction bits (MMA-Sim's "RZ-E8M13").
+E8M13 = Format(8, 13, name="e8m13")
 #: NVIDIA V100 (Volta): blocks of 4 products, 23 fraction bits kept, no exponent floor.
 V100 = BlockFMA("V100", block=4, frac_bits=23, exp_floor=None)
+#: NVIDIA T4 (Turing, ``mma.m16n8k8``): blocks of 8, 24 fraction bits, floor -132.
+T4 = BlockFMA("T4", block=8, frac_bits=24, exp_floor=-132)
 #: NVIDIA A100 (Ampere): blocks of 8, 24 fraction bits, alignment exponent at least -132.
 A100 = BlockFMA("A100", block=8, frac_bits=24, exp_floor=-132)
+#: NVIDIA L40 (Ada Lovelace) on fp16, bf16 and tf32: as the A100.
+L40 = BlockFMA("L40", block=8, frac_bits=24, exp_floor=-132)
 #: NVIDIA H100 (Hopper): blocks of 16, 25 fraction bits, alignment exponent at least -133.
 H100 = BlockFMA("H100", block=16, frac_bits=25, exp_floor=-133)
 #: NVIDIA B200 (Blackwell): as the H100.
 B200 = BlockFMA("B200", block=16, frac_bits=25, exp_floor=-133)
+#: NVIDIA RTX 5090 (RTX Blackwell, ``mma``): as the B200.
+RTX5090 = BlockFMA("RTX5090", block=16, frac_bits=25, exp_floor=-133)
 #: The A100 reading bf16 inputs.
 A100_BF16 = A100.with_input("bf16")
+#: The L40 reading bf16 inputs.
+L40_BF16 = L40.with_input("bf16")
 #: The H100 reading bf16 inputs.
 H100_BF16 = H100.with_input("bf16")
 #: The B200 reading bf16 inputs.
 B200_BF16 = B200.with_input("bf16")
-#: Every preset by its name (``"H100"``, ``"H100/bf16"``, ...).
+#: The RTX 5090 reading bf16 inputs.
+RTX5090_BF16 = RTX5090.with_input("bf16")
+#: Ada's fp8 ``mma.m16n8k32`` (e4m3; ``with_inputs`` for e5m2 and mixed): two blocks of
+#: 16, 13 fraction bits, each block's result cut to ``E8M13``.
+L40_FP8 = BlockFMA("L40_FP8", block=16, frac_bits=13, exp_floor=-132, input="fp8_e4m3",
+                   block_output=E8M13)
+#: Hopper's fp8 ``wgmma`` k32 (e4m3; ``with_inputs`` for e5m2 and mixed): one block of
+#: 32, 13 fraction bits, the result cut to ``E8M13``.
+H100_FP8 = BlockFMA("H100_FP8", block=32, frac_bits=13, exp_floor=-133, input="fp8_e4m3",
+                    block_output=E8M13)
+#: Hopper's fp8 ``wgmma`` with fp16 output: the block's sum rounded to nearest even fp16.
+H100_FP8_F16 = BlockFMA("H100_FP8_F16", block=32, frac_bits=13, exp_floor=-21,
+                        input="fp8_e4m3", output="fp16", output_rounding="nearest_even")
+#: Blackwell's fp8 ``tcgen05.mma`` kind::f8f6f4 (e4m3 and e5m2): one block of 32, 25 bits.
+B200_FP8 = BlockFMA("B200_FP8", block=32, frac_bits=25, exp_floor=-133, input="fp8_e4m3")
+#: RTX Blackwell's fp8 ``mma.m16n8k32`` kind::f8f6f4: as the B200's.
+RTX5090_FP8 = BlockFMA("RTX5090_FP8", block=32, frac_bits=25, exp_floor=-133,
+                       input="fp8_e4m3")
+#: Every preset by its name (``"H100"``, ``"H100/bf16"``, ``"H100_FP8"``, ...).
 PRESETS: dict[str, BlockFMA] = {
-    m.name: m for m in (V100, A100, H100, B200, A100_BF16, H100_BF16, B200_BF16)
+    m.name: m for m in (V100, T4, A100, L40, H100, B200, RTX5090, A100_BF16, L40_BF16,
+                        H100_BF16, B200_BF16, RTX5090_BF16, L40_FP8, H100_FP8, H100_FP8_F16,
+                        B200_FP8, RTX5090_FP8)
 }

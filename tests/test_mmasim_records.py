@@ -1,8 +1,9 @@
 """fpsim.hw's presets against MMA-Sim (Xie et al., arXiv 2511.10909), bit for bit.
 
 tests/data/mmasim_records.npz holds the outputs of the ``mmasim`` package (PyPI) for
-each preset's instruction (V100, A100, H100, B200; fp16, bf16 and tf32 inputs as fpsim
-models them), written by tests/data/make_mmasim_records.py; this test reads only the
+each preset's instruction (V100, T4, A100, L40, H100, B200, RTX5090 on fp16, bf16 and
+tf32 inputs as fpsim models them; the fp8 presets on every pairing of e4m3 and e5m2),
+written by tests/data/make_mmasim_records.py; this test reads only the
 recording (neither torch nor mmasim is needed). Nine classes of input: random, wide
 range, cancelling, subnormal, non-finite, absorbing, zero factors, overflowing and
 underflowing; one instruction (the first block) and the instruction chained over
@@ -22,7 +23,6 @@ import fpsim.hw
 from fpsim.compare.gpu import TF32_BLOCK
 
 DATA = Path(__file__).parent / "data" / "mmasim_records.npz"
-FLT_MAX = float(np.finfo(np.float32).max)
 
 
 def records():
@@ -32,6 +32,7 @@ def records():
 
 ABOUT = records()[1]
 INSTRUCTIONS = list(ABOUT["blocks"])
+FP8 = list(ABOUT["fp8"])
 
 
 def inputs(data, fmt):
@@ -50,22 +51,41 @@ def preset_model(key, **changes):
     preset, fmt = key.split("_")
     model = getattr(fpsim.hw, preset).with_input(fmt)
     if fmt == "tf32":
-        model = dataclasses.replace(model, block=TF32_BLOCK[preset])
+        # A block holds as many bytes of inputs as with fp16 (MMA-Sim's L_max): half the
+        # products; fpsim.compare.gpu's table says the same where it has the preset.
+        block = model.block // 2
+        assert TF32_BLOCK.get(preset, block) == block
+        model = dataclasses.replace(model, block=block)
     return dataclasses.replace(model, **changes)
 
 
+def fp8_case(data, key, **changes):
+    """(model, a, b, c, result dtype) of a recorded fp8 instruction."""
+    about = ABOUT["fp8"][key]
+    model = getattr(fpsim.hw, about["preset"]).with_inputs(about["a"], about["b"])
+    a = np.asarray(fpsim.from_bits(data[f"{about['a']}_a"], about["a"]), np.float64)
+    b = np.asarray(fpsim.from_bits(data[f"{about['b']}_b"], about["b"]), np.float64)
+    c = (data[f"{about['a']}_c"] if about["output"] == "fp32"
+         else data[f"{about['a']}_c16"].view(np.float16))
+    dtype = np.float32 if about["output"] == "fp32" else np.float16
+    return dataclasses.replace(model, **changes), a, b, np.asarray(c, np.float64), dtype
+
+
 def run(key, **changes):
-    """{"single": (fpsim, MMA-Sim), "chained": ...}: float32 results of every vector."""
+    """{"single": (fpsim, MMA-Sim), "chained": ...}: results of every vector, as the
+    instruction's output type (float32 or float16)."""
     data, about = records()
-    fmt = key.split("_")[1]
-    a, b, c = inputs(data, fmt)
-    model = preset_model(key, **changes)
+    if key in about["fp8"]:
+        model, a, b, c, dtype = fp8_case(data, key, **changes)
+    else:
+        a, b, c = inputs(data, key.split("_")[1])
+        model, dtype = preset_model(key, **changes), np.float32
     out = {}
     for how, k in (("single", model.block), ("chained", about["K"])):
         got = fpsim.matmul(a[:, None, :k], b[:, :k, None], c=c[:, None, None], model=model)
         mine = np.asarray(got, np.float64).reshape(-1)
-        assert (mine.astype(np.float32).astype(np.float64) == mine)[~np.isnan(mine)].all()
-        out[how] = mine.astype(np.float32), data[f"{key}_{how}"].view(np.float32)
+        assert (mine.astype(dtype).astype(np.float64) == mine)[~np.isnan(mine)].all()
+        out[how] = mine.astype(dtype), data[f"{key}_{how}"].view(dtype)
     return out
 
 
@@ -76,15 +96,27 @@ def rows(cls):
 
 
 def same(x, y):
-    return (x.view(np.uint32) == y.view(np.uint32)) | (np.isnan(x) & np.isnan(y))
+    bits = np.uint32 if x.dtype == np.float32 else np.uint16
+    return (x.view(bits) == y.view(bits)) | (np.isnan(x) & np.isnan(y))
 
 
 def test_the_recording_says_what_it_holds():
     assert ABOUT["mmasim"] == "2.1.1" and ABOUT["K"] == 64
     assert len(ABOUT["classes"]) == 9
     assert sorted(INSTRUCTIONS) == sorted(
-        f"{p}_{f}" for p in ("V100", "A100", "H100", "B200") for f in ("fp16", "bf16", "tf32")
-        if not (p == "V100" and f != "fp16"))
+        f"{p}_{f}" for p in ("V100", "T4", "A100", "L40", "H100", "B200", "RTX5090")
+        for f in ("fp16", "bf16", "tf32") if not (p in ("V100", "T4") and f != "fp16"))
+    assert sorted(FP8) == sorted(
+        f"{p}_{a}_{b}" for p in ("L40_FP8", "H100_FP8", "H100_FP8_F16", "B200_FP8",
+                                 "RTX5090_FP8") for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2"))
+
+
+def test_every_preset_is_recorded():
+    """Each fpsim.hw preset is checked here against MMA-Sim: by its key, or (fp8) by name."""
+    recorded = {getattr(fpsim.hw, key[:-5]).name for key in INSTRUCTIONS if key.endswith("fp16")}
+    recorded |= {preset_model(key).name for key in INSTRUCTIONS if key.endswith("bf16")}
+    recorded |= {ABOUT["fp8"][key]["preset"] for key in FP8}
+    assert recorded == set(fpsim.hw.PRESETS)
 
 
 @pytest.mark.parametrize("key", INSTRUCTIONS)
@@ -93,7 +125,13 @@ def test_blocks_are_mmasim_instruction_blocks(key):
     assert preset_model(key).block == ABOUT["blocks"][key]
 
 
-@pytest.mark.parametrize("key", INSTRUCTIONS)
+@pytest.mark.parametrize("key", FP8)
+def test_fp8_blocks_are_mmasim_instruction_blocks(key):
+    about = ABOUT["fp8"][key]
+    assert getattr(fpsim.hw, about["preset"]).block == about["block"]
+
+
+@pytest.mark.parametrize("key", INSTRUCTIONS + FP8)
 def test_preset_is_mmasim_bit_for_bit(key, backend_name):
     for how, (mine, theirs) in run(key).items():
         bad = np.flatnonzero(~same(mine, theirs))
@@ -101,13 +139,39 @@ def test_preset_is_mmasim_bit_for_bit(key, backend_name):
             f"{key} {how}: {bad.size} differ, first vector {bad[0]} "
             f"({ABOUT['classes'][bad[0] // ABOUT['per_class']]}): fpsim {mine[bad[0]]!r}, "
             f"MMA-Sim {theirs[bad[0]]!r}")
-    # The recording reaches the cases the rules govern: finite inputs that overflow.
-    if not key.endswith("fp16"):
-        theirs = run(key)["single"][1]
-        assert np.isinf(theirs[rows("overflow")]).any()
+    # The recording reaches the cases the rules govern: finite inputs that overflow
+    # (fp16 products cannot overflow fp32, nor can fp8 products in a block of 32).
+    if overflows(key):
+        theirs, c = run(key)["single"][1][rows("overflow")], c_values(key)[rows("overflow")]
+        assert (np.isinf(theirs) & np.isfinite(c)).any()
 
 
-@pytest.mark.parametrize("key", INSTRUCTIONS)
+def overflows(key):
+    """Whether finite inputs of the recording can overflow the instruction's output."""
+    return key.endswith(("bf16", "tf32")) or ABOUT["fp8"].get(key, {}).get("output") == "fp16"
+
+
+def c_values(key):
+    data = records()[0]
+    return fp8_case(data, key)[3] if key in FP8 else inputs(data, key.split("_")[1])[2]
+
+
+def test_fp8_mixed_inputs_read_each_format():
+    """Mixed e4m3 x e5m2: reading B as e4m3 (one format for both) gives other results,
+    so the recording tells the two-format model from a one-format one."""
+    data = records()[0]
+    model, a, b, c, _ = fp8_case(data, "H100_FP8_e4m3_e5m2")
+    k = model.block
+    theirs = data["H100_FP8_e4m3_e5m2_single"].view(np.float32)
+    mine = fpsim.matmul(a[:, None, :k], b[:, :k, None], c=c[:, None, None], model=model)
+    assert same(np.asarray(mine, np.float32).reshape(-1), theirs).all()
+    # The block output: without the cut to 13 bits, results differ from MMA-Sim's.
+    wide = dataclasses.replace(model, block_output=None)
+    mine = fpsim.matmul(a[:, None, :k], b[:, :k, None], c=c[:, None, None], model=wide)
+    assert not same(np.asarray(mine, np.float32).reshape(-1), theirs).all()
+
+
+@pytest.mark.parametrize("key", INSTRUCTIONS + FP8)
 def test_the_other_rules_differ_as_documented(key):
     """overflow="saturate" and zero_sign="signed" (the rules MMA-Sim does not take) change
     exactly the overflowing results (+-inf becomes +-FLT_MAX) and the zeros of negative
@@ -115,11 +179,12 @@ def test_the_other_rules_differ_as_documented(key):
     out = run(key, overflow="saturate", zero_sign="signed")
     mine, theirs = out["single"]
     diff = ~same(mine, theirs)
-    over = np.isinf(theirs) & (np.abs(mine) == FLT_MAX) & (np.sign(mine) == np.sign(theirs))
+    top = np.finfo(mine.dtype).max
+    over = np.isinf(theirs) & (np.abs(mine) == top) & (np.sign(mine) == np.sign(theirs))
     zero = (theirs == 0) & ~np.signbit(theirs) & (mine == 0) & np.signbit(mine)
     assert (diff == (over | zero)).all(), key
-    if not key.endswith("fp16"):  # fp16 products cannot reach either case with fp32 output
-        assert over.any() and zero.any(), key
+    if overflows(key):  # fp16 and fp8 products with fp32 output reach neither case
+        assert over.any() and (zero.any() or key in FP8), key
     mine, theirs = out["chained"]
     diff = ~same(mine, theirs)
     spread = np.isinf(theirs) & np.isfinite(mine)

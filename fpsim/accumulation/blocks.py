@@ -23,6 +23,7 @@ from fpsim.kernels.core import NO_EXPONENT
 from fpsim.kernels.spec import BlockSpec, make_spec
 from fpsim.rounding import round as round_to
 
+FP32 = PRESETS["fp32"]
 #: How a block FMA may round its exact sum to the output format.
 OUTPUT_ROUNDINGS = ("toward_zero", "nearest_even")
 #: What a block result beyond the output format's range becomes.
@@ -55,11 +56,13 @@ class BlockFMA:
     exp_floor : int or None
         The lowest alignment exponent (None: no floor).
     input : str or Format, default "fp16"
-        The format of the inputs (at most 30 fraction bits).
+        The format of the inputs (of A's, where ``input_b`` is given; at most 30
+        fraction bits).
     output : str or Format, default "fp32"
         The accumulator's format (at most 29 fraction bits).
     output_rounding : {"toward_zero", "nearest_even"}, default "toward_zero"
-        How each step's exact sum is rounded to ``output``.
+        How each step's exact sum is rounded to ``output`` (to ``block_output``, where
+        given).
     overflow : {"inf", "saturate"}, default "inf"
         A step's result beyond ``output``'s range: ``"inf"`` gives +-inf, whatever the
         rounding (MMA-Sim and Khattak and Mikaitis's models of NVIDIA tensor cores);
@@ -75,6 +78,20 @@ class BlockFMA:
         slices' results are added in ``k`` order, each addition rounded to ``output``
         to nearest even. None: one pass over ``K``. ``docs/hardware.md`` shows the
         slice lengths cuBLAS chose on an H100.
+    input_b : str or Format or None, default None
+        The format of B's inputs, where it is not ``input``'s (e.g. fp8 e4m3 x e5m2);
+        each input's exponent and subnormals are read in its own format.
+    block_output : str or Format or None, default None
+        A narrower format each step's result is rounded to (with ``output_rounding``)
+        before it is kept in ``output``, which must hold all its values: Hopper's fp8
+        ``wgmma`` keeps 13 fraction bits (``Format(8, 13)``). The initial ``c`` is read
+        as a value of ``output``. None: the result is rounded to ``output``.
+    promote_every : int or None, default None
+        DeepSeek-V3's promotion of fp8 partial sums: ``K`` is cut into chunks of this
+        many products (the last one shorter), each chunk accumulated from +0 by the
+        block FMA, and each chunk's result added to a binary32 accumulator (starting
+        at ``c``, or +0) rounded to nearest even, as CUDA cores do. The result is a
+        binary32 value. None: no promotion. Not together with ``split_k``.
 
     Raises
     ------
@@ -102,6 +119,9 @@ class BlockFMA:
     split_k: int | None = None
     overflow: Literal["inf", "saturate"] = "inf"
     zero_sign: Literal["positive", "signed"] = "positive"
+    input_b: str | Format | None = None
+    block_output: str | Format | None = None
+    promote_every: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -113,22 +133,38 @@ class BlockFMA:
             integer(self.exp_floor, "exp_floor", -2000, 2000)
         if self.split_k is not None:
             integer(self.split_k, "split_k", 1, 1 << 62)
+        if self.promote_every is not None:
+            integer(self.promote_every, "promote_every", 1, 1 << 62)
+            if self.split_k is not None:
+                raise ValueError("split_k and promote_every cannot both be given")
         for field, allowed in (("output_rounding", OUTPUT_ROUNDINGS), ("overflow", OVERFLOWS),
                                ("zero_sign", ZERO_SIGNS)):
             value = getattr(self, field)
             if not isinstance(value, str) or value not in allowed:
                 raise ValueError(f"{field} must be one of {', '.join(allowed)}, got {value!r}")
+        formats = {}
         for role, fmt, most in (("input", self.input, MAX_INPUT_MAN_BITS),
-                                ("output", self.output, MAX_ARITH_MAN_BITS)):
+                                ("input_b", self.input_b, MAX_INPUT_MAN_BITS),
+                                ("output", self.output, MAX_ARITH_MAN_BITS),
+                                ("block_output", self.block_output, MAX_ARITH_MAN_BITS)):
+            if fmt is None and role in ("input_b", "block_output"):
+                continue
             if not isinstance(fmt, (str, Format)):
                 raise ValueError(f"{role} must be a format or a format name, got {fmt!r}")
-            f = as_format(fmt)
+            f = formats[role] = as_format(fmt)
             if f.man_bits > most:
                 raise ValueError(
                     f"{role} format {f.name} has {f.man_bits} fraction bits; a block-FMA "
-                    f"model takes {role}s of at most {most} (its exact products and sums "
-                    "are 64-bit integers)"
+                    f"model takes {role.split('_')[0]}s of at most {most} (its exact products "
+                    "and sums are 64-bit integers)"
                 )
+        narrow, out = formats.get("block_output"), formats["output"]
+        if narrow is not None and not (
+                narrow.man_bits <= out.man_bits and narrow.emin >= out.emin
+                and narrow.max <= out.max and (out.infinities or not narrow.infinities)):
+            raise ValueError(
+                f"block_output {narrow.name} is not a subset of output {out.name}: each "
+                "step's result must be a value of the output format")
 
     def with_input(self, fmt: Format | str) -> BlockFMA:
         """The same model reading inputs of another format.
@@ -156,9 +192,39 @@ class BlockFMA:
         'H100/bf16'
         """
         f = as_format(fmt)
-        # A preset is kept by name; a custom format as itself (its name is no preset's).
-        value = f.name if PRESETS.get(f.name) == f else f
-        return replace(self, input=value, name=f"{self.name.split('/')[0]}/{f.name}")
+        return replace(self, input=_named(f), input_b=None,
+                       name=f"{self.name.split('/')[0]}/{f.name}")
+
+    def with_inputs(self, a: Format | str, b: Format | str) -> BlockFMA:
+        """The same model reading A's inputs in one format and B's in another.
+
+        Parameters
+        ----------
+        a, b : Format or str
+            The formats of A's and B's inputs (e.g. ``"fp8_e4m3"``, ``"fp8_e5m2"``).
+
+        Returns
+        -------
+        BlockFMA
+            A copy named ``"<name>/<a>"`` where the two are one format, else
+            ``"<name>/<a>*<b>"``.
+
+        Raises
+        ------
+        ValueError
+            An unknown format, or one wider than the model can take exactly.
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.hw.H100_FP8.with_inputs("fp8_e4m3", "fp8_e5m2").name
+        'H100_FP8/fp8_e4m3*fp8_e5m2'
+        """
+        fa, fb = as_format(a), as_format(b)
+        if fa == fb:
+            return self.with_input(fa)
+        return replace(self, input=_named(fa), input_b=_named(fb),
+                       name=f"{self.name.split('/')[0]}/{fa.name}*{fb.name}")
 
     def with_split_k(self, length: int | None) -> BlockFMA:
         """The same model with K cut into slices of ``length`` products (cuBLAS's
@@ -189,6 +255,35 @@ class BlockFMA:
         name = base if length is None else f"{base} split-K {length}"
         return replace(self, split_k=length, name=name)
 
+    def with_promotion(self, every: int | None) -> BlockFMA:
+        """The same model with each chunk of ``every`` products promoted to a binary32
+        accumulator (DeepSeek-V3's fp8 practice; see ``promote_every``), or none (None).
+
+        Parameters
+        ----------
+        every : int or None
+            Products per chunk (at least 1), or None.
+
+        Returns
+        -------
+        BlockFMA
+            A copy named ``"<name> promote <every>"``.
+
+        Raises
+        ------
+        ValueError
+            A chunk length that is not a positive integer, or a split-K model.
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> fpsim.hw.H100_FP8.with_promotion(128).name
+        'H100_FP8 promote 128'
+        """
+        base = self.name.split(" promote ")[0]
+        name = base if every is None else f"{base} promote {every}"
+        return replace(self, promote_every=every, name=name)
+
     def params(self) -> BlockSpec:
         """What the kernels read of this model.
 
@@ -209,8 +304,10 @@ class BlockFMA:
         (1, 0)
         """
         fin, fout = as_format(self.input), as_format(self.output)
+        fin_b = fin if self.input_b is None else as_format(self.input_b)
         return BlockSpec(
-            t_in=fin.man_bits, emin_in=fin.emin, t_out=fout.man_bits, emin_out=fout.emin,
+            t_in=fin.man_bits, emin_in=fin.emin, t_in_b=fin_b.man_bits, emin_in_b=fin_b.emin,
+            t_out=fout.man_bits, emin_out=fout.emin,
             frac_bits=self.frac_bits,
             exp_floor=NO_EXPONENT if self.exp_floor is None else self.exp_floor,
             overflow_inf=int(self.overflow == "inf"), signed_zero=int(self.zero_sign == "signed"),
@@ -224,11 +321,12 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
     Parameters
     ----------
     a, b : array_like
-        (..., M, K) and (..., K, N) arrays of the model's input format.
+        (..., M, K) and (..., K, N) arrays of the model's input formats.
     model : BlockFMA
         The block-FMA model.
     c : array_like, optional
-        The initial accumulator: values of the model's output format.
+        The initial accumulator: values of the model's output format (binary32 with
+        ``promote_every``).
     out : Format or str, optional
         Round the result to this format at the end.
     stats : bool, default False
@@ -256,46 +354,61 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
     if not isinstance(model, BlockFMA):
         raise ValueError(f"model must be a fpsim.hw.BlockFMA, got {model!r}")
     stats = boolean(stats, "stats")
-    fin, fout = as_format(model.input), as_format(model.output)
+    fout = as_format(model.output)
     backend = get_backend()
-    in_spec = make_spec(fin, "nearest_even", True, False, None)
     xp = array_module([a, b])
     shape, a2, b3 = layout(a, b, xp)
-    for name, x in (("A", a2), ("B", b3)):
+    for name, x, fmt in (("A", a2, model.input), ("B", b3, model.input_b or model.input)):
+        f = as_format(fmt)
         flat = x.reshape(-1)
-        bad = backend.first_unrepresentable(flat, in_spec)
+        bad = backend.first_unrepresentable(flat, make_spec(f, "nearest_even", True, False, None))
         if bad >= 0:
             raise ValueError(
                 f"{name} holds {host_value(flat[bad])!r}, not a value of the model's input format "
-                f"{fin.name} ({model.name})"
+                f"{f.name} ({model.name})"
             )
-    out_spec = make_spec(fout, model.output_rounding, True, model.overflow == "saturate", None)
+    out_spec = make_spec(as_format(model.block_output or fout), model.output_rounding, True,
+                         model.overflow == "saturate", None)
     k_len = a2.shape[1]
-    length = max(1, k_len if model.split_k is None else min(model.split_k, k_len))
-    split = length < k_len
-    if split and (c is not None or stats):
+    chunk = model.split_k if model.promote_every is None else model.promote_every
+    length = max(1, k_len if chunk is None else min(chunk, k_len))
+    if model.split_k is not None and length < k_len and (c is not None or stats):
         raise ValueError(
             f"{model.name}: {'c' if c is not None else 'stats'} cannot be given with a split-K "
             "model (how the hardware adds C to the slices, and what its reduction counts, "
             "are not modelled)"
         )
-    c0 = initial(c, shape, fout, out_spec, xp).reshape(a2.shape[0], b3.shape[2])
+    promote = model.promote_every is not None
+    if promote and stats:
+        raise ValueError(f"{model.name}: stats cannot be given with promote_every (what the "
+                         "CUDA cores' additions count is not modelled)")
+    # The accumulator c starts: the block FMA's, or (promotion) the CUDA cores' binary32 one.
+    acc_fmt = FP32 if promote else fout
+    c0 = initial(c, shape, acc_fmt, make_spec(acc_fmt, "nearest_even", True, False, None),
+                 xp).reshape(a2.shape[0], b3.shape[2])
     counts = np.zeros(5, dtype=np.int64)
-    result: Any = None
-    # One pass over K, or cuBLAS's split-K: each slice accumulated from +0, the slices'
-    # results added in k order as plain additions in the output format.
-    for lo in range(0, max(k_len, 1), length):
+    result: Any = c0 if promote else None
+    # One pass over K; cuBLAS's split-K (each slice accumulated from +0, the slices'
+    # results added in k order as plain additions in the output format); or promotion
+    # (each chunk from +0, added to the binary32 accumulator that starts at c).
+    for lo in range(0, k_len if promote else max(k_len, 1), length):
         part = xp.zeros(c0.shape)
         if part.size:
             counts = backend.accumulate_blocks(
                 xp.ascontiguousarray(a2[:, lo:lo + length]),
                 xp.ascontiguousarray(b3[:, lo:lo + length]),
-                c0, part, model.params(), out_spec, model.block, stats
+                xp.zeros(c0.shape) if promote else c0, part, model.params(), out_spec,
+                model.block, stats
             )
-        result = part if result is None else add(result, part, fout, "nearest_even")
+        result = part if result is None else add(result, part, acc_fmt, "nearest_even")
     result = result.reshape(shape)
     if out is not None:
         result = round_to(result, out)
-    dtype = result_dtype(a, b, (as_format(out) if out is not None else fout).dtype)
+    dtype = result_dtype(a, b, (as_format(out) if out is not None else acc_fmt).dtype)
     result = as_dtype(result, dtype)
     return (result, AccumulationStats.from_counts(counts)) if stats else result
+
+
+def _named(f: Format) -> str | Format:
+    """A format as a model keeps it: a preset by name, a custom format as itself."""
+    return f.name if PRESETS.get(f.name) == f else f

@@ -363,6 +363,8 @@ def _block_work(hw, block):
     2**(frac_bits + 2), fit int32; binary64 likewise, with block sums below 2**53.
     """
     t_in, emin_in, frac_bits = hw.t_in, hw.emin_in, hw.frac_bits
+    if (hw.t_in_b, hw.emin_in_b) != (t_in, emin_in):
+        return None  # the tiled loop reads A and B in one format
     emax_in = 2 - emin_in  # at least the largest exponent of every format fpsim defines
     if 2 * (emax_in + 1) > 1000 or 2 * emin_in < -1000:
         return None  # exponents (and the zero's, ZERO_EXPONENT) in int16 sums

@@ -31,11 +31,12 @@ def hw_decode(x, t, emin):
 
 
 def hw_product(x, y, hw):
-    """Integer product, the exponent of its leading position, and whether it is nonzero."""
+    """Integer product of an A input ``x`` and a B input ``y`` (each read in its own
+    format), the exponent of its leading position, and that of its last bit."""
     sx, ex = hw_decode(x, hw.t_in, hw.emin_in)
-    sy, ey = hw_decode(y, hw.t_in, hw.emin_in)
+    sy, ey = hw_decode(y, hw.t_in_b, hw.emin_in_b)
     p = sx * sy
-    return p, select(p == 0, NO_EXPONENT, ex + ey), ex + ey - 2 * hw.t_in
+    return p, select(p == 0, NO_EXPONENT, ex + ey), ex + ey - hw.t_in - hw.t_in_b
 
 
 def hw_c_exponent(c, hw):

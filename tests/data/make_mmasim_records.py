@@ -6,12 +6,16 @@ Writes tests/data/mmasim_records.npz, which tests/test_mmasim_records.py reads
 
     python3 tests/data/make_mmasim_records.py
 
-For each input format (fp16, bf16, tf32) it draws vectors a, b of K = 64
-values and an fp32 c in nine classes of input (random, wide range, cancelling,
-subnormal, non-finite, absorbing, zero factors, overflowing, underflowing), and
-asks MMA-Sim's ``dpa`` for c + a.b as each preset's instruction computes it:
-one instruction (the first block of K) and the instruction chained over all
-of K (MMA-Sim's dpa adds K in blocks, each block's result the next one's c).
+For each input format (fp16, bf16, tf32, fp8 e4m3 and e5m2) it draws vectors a,
+b of K = 64 values and an fp32 c in nine classes of input (random, wide range,
+cancelling, subnormal, non-finite, absorbing, zero factors, overflowing,
+underflowing), and asks MMA-Sim's ``dpa`` for c + a.b as each preset's
+instruction computes it: one instruction (the first block of K) and the
+instruction chained over all of K (MMA-Sim's dpa adds K in blocks, each block's
+result the next one's c). fp8 instructions read A in one fp8 format and B in
+either (every pairing); the fp16-output one reads c rounded to fp16 (clamped
+to its largest finite value, so that the overflowing class overflows from
+finite inputs).
 """
 
 from __future__ import annotations
@@ -22,14 +26,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from mmasim.nv_ptx import MMA
+from mmasim.nv_ptx import MMA, WGMMA, TCGen05MMA
 
 K = 64
 PER_CLASS = 32
 CLASSES = ("random", "wide", "cancel", "subnormal", "nonfinite", "absorb", "zeros",
            "overflow", "underflow")
 # format -> (fraction bits, emin, emax)
-FORMATS = {"fp16": (10, -14, 15), "bf16": (7, -126, 127), "tf32": (10, -126, 127)}
+FORMATS = {"fp16": (10, -14, 15), "bf16": (7, -126, 127), "tf32": (10, -126, 127),
+           "fp8_e4m3": (3, -6, 8), "fp8_e5m2": (2, -14, 15)}
+TORCH_FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 # (preset, input format) -> (MMA-Sim architecture, instruction)
 INSTRUCTIONS = {
     ("V100", "fp16"): ("Volta", "m8n8k4.f32.f16.f16.f32"),
@@ -42,12 +48,31 @@ INSTRUCTIONS = {
     ("B200", "fp16"): ("Blackwell", "m16n8k16.f32.f16.f16.f32"),
     ("B200", "bf16"): ("Blackwell", "m16n8k16.f32.bf16.bf16.f32"),
     ("B200", "tf32"): ("Blackwell", "m16n8k8.f32.tf32.tf32.f32"),
+    ("T4", "fp16"): ("Turing", "m16n8k8.f32.f16.f16.f32"),
+    ("L40", "fp16"): ("Ada Lovelace", "m16n8k16.f32.f16.f16.f32"),
+    ("L40", "bf16"): ("Ada Lovelace", "m16n8k16.f32.bf16.bf16.f32"),
+    ("L40", "tf32"): ("Ada Lovelace", "m16n8k8.f32.tf32.tf32.f32"),
+    ("RTX5090", "fp16"): ("RTX Blackwell", "m16n8k16.f32.f16.f16.f32"),
+    ("RTX5090", "bf16"): ("RTX Blackwell", "m16n8k16.f32.bf16.bf16.f32"),
+    ("RTX5090", "tf32"): ("RTX Blackwell", "m16n8k8.f32.tf32.tf32.f32"),
 }
 # Products per instruction block: MMA-Sim's L_max (8 bytes of inputs on Volta, 16 on
 # Ampere, 32 on Hopper and Blackwell), and fpsim's block (fpsim.compare.gpu.TF32_BLOCK).
 BLOCK = {("V100", "fp16"): 4, ("A100", "fp16"): 8, ("A100", "bf16"): 8, ("A100", "tf32"): 4,
          ("H100", "fp16"): 16, ("H100", "bf16"): 16, ("H100", "tf32"): 8,
-         ("B200", "fp16"): 16, ("B200", "bf16"): 16, ("B200", "tf32"): 8}
+         ("B200", "fp16"): 16, ("B200", "bf16"): 16, ("B200", "tf32"): 8,
+         ("T4", "fp16"): 8, ("L40", "fp16"): 8, ("L40", "bf16"): 8, ("L40", "tf32"): 4,
+         ("RTX5090", "fp16"): 16, ("RTX5090", "bf16"): 16, ("RTX5090", "tf32"): 8}
+# fp8 presets -> (MMA-Sim class, architecture, instruction with {d}, {a}, {b} to fill
+# in, output format, products per block); each is recorded for every pairing of A's
+# and B's fp8 formats.
+FP8 = {
+    "L40_FP8": (MMA, "Ada Lovelace", "m16n8k32.f32.{a}.{b}.f32", "fp32", 16),
+    "H100_FP8": (WGMMA, "Hopper", "m64n8k32.f32.{a}.{b}", "fp32", 32),
+    "H100_FP8_F16": (WGMMA, "Hopper", "m64n8k32.f16.{a}.{b}", "fp16", 32),
+    "B200_FP8": (TCGen05MMA, "Blackwell", "m64n8k32.kind::f8f6f4.f32.{a}.{b}", "fp32", 32),
+    "RTX5090_FP8": (MMA, "RTX Blackwell", "m16n8k32.kind::f8f6f4.f32.{a}.{b}.f32", "fp32", 32),
+}
 
 
 def to_format(x: np.ndarray, fmt: str) -> torch.Tensor:
@@ -55,6 +80,8 @@ def to_format(x: np.ndarray, fmt: str) -> torch.Tensor:
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
     if fmt == "fp16":
         return t.to(torch.float16)
+    if fmt in TORCH_FP8:
+        return t.to(torch.float32).to(TORCH_FP8[fmt])
     if fmt == "bf16":
         return t.to(torch.float32).to(torch.bfloat16)
     bits = t.to(torch.float32).view(torch.int32)
@@ -118,7 +145,7 @@ def draw(rng: np.random.Generator, cls: str, fmt: str) -> tuple[np.ndarray, ...]
     elif cls == "underflow":
         # Products below fp32's smallest subnormal 2**-149 (bf16, tf32), kept on the
         # 2**(E - F) grid: a nonzero sum that truncates to zero (fp16: its smallest).
-        lo = -77 if fmt != "fp16" else emin - t
+        lo = -77 if fmt in ("bf16", "tf32") else emin - t
         a, b = vals(lo - 2, lo + 2), vals(lo - 2, lo + 2)
         c = np.where(rng.random(PER_CLASS) < 0.8, 0.0 * c_sign, c_sign * 2.0**-149)
     return a, b, c
@@ -127,6 +154,7 @@ def draw(rng: np.random.Generator, cls: str, fmt: str) -> tuple[np.ndarray, ...]
 def main() -> None:
     out: dict[str, np.ndarray] = {}
     rng = np.random.default_rng(20261125)
+    inputs: dict[str, tuple[torch.Tensor, ...]] = {}
     for fmt in FORMATS:
         parts = [draw(rng, cls, fmt) for cls in CLASSES]
         a = to_format(np.concatenate([p[0] for p in parts]), fmt)
@@ -134,10 +162,18 @@ def main() -> None:
         c = torch.from_numpy(np.concatenate([p[2] for p in parts])).to(torch.float32)
         if fmt == "tf32":
             out[f"{fmt}_a"], out[f"{fmt}_b"] = a.numpy(), b.numpy()
-        else:
+        elif fmt not in TORCH_FP8:
             out[f"{fmt}_a"] = a.view(torch.int16).numpy().view(np.uint16)
             out[f"{fmt}_b"] = b.view(torch.int16).numpy().view(np.uint16)
         out[f"{fmt}_c"] = c.numpy()
+        if fmt in TORCH_FP8:
+            out[f"{fmt}_a"] = a.view(torch.uint8).numpy()
+            out[f"{fmt}_b"] = b.view(torch.uint8).numpy()
+            # fp16 output: c rounded to fp16, finite c beyond its range clamped to +-65504.
+            c16 = torch.where(c.isfinite() & (c.abs() > 65504), c.sign() * 65504, c)
+            c16 = c16.to(torch.float16)
+            out[f"{fmt}_c16"] = c16.view(torch.int16).numpy().view(np.uint16)
+            inputs[fmt] = a, b, c, c16
         for (preset, f), (arch, shape) in INSTRUCTIONS.items():
             if f != fmt:
                 continue
@@ -146,11 +182,27 @@ def main() -> None:
             for how, k in (("single", block), ("chained", K)):
                 d = mma.dpa(a[:, :k].contiguous(), b[:, :k].contiguous(), c.clone())
                 out[f"{preset}_{fmt}_{how}"] = d.view(torch.int32).numpy().view(np.uint32)
+    fp8 = {}
+    for preset, (kind, arch, shape, d_fmt, block) in FP8.items():
+        for fa in TORCH_FP8:
+            for fb in TORCH_FP8:
+                key = f"{preset}_{fa[4:]}_{fb[4:]}"
+                mma = kind(arch, shape.format(a=fa[4:], b=fb[4:]))
+                a, b = inputs[fa][0], inputs[fb][1]
+                c = inputs[fa][2 if d_fmt == "fp32" else 3]
+                bits = torch.int32 if d_fmt == "fp32" else torch.int16
+                for how, k in (("single", block), ("chained", K)):
+                    d = mma.dpa(a[:, :k].contiguous(), b[:, :k].contiguous(), c.clone())
+                    out[f"{key}_{how}"] = d.view(bits).numpy().view(
+                        np.uint32 if d_fmt == "fp32" else np.uint16)
+                fp8[key] = {"preset": preset, "a": fa, "b": fb, "output": d_fmt,
+                            "block": block, "instruction": [arch, mma.shape_and_type]}
     out["about"] = np.array(json.dumps({
         "mmasim": version("mmasim"), "torch": version("torch"), "K": K,
         "per_class": PER_CLASS, "classes": CLASSES, "blocks": {
             f"{p}_{f}": n for (p, f), n in BLOCK.items()},
         "instructions": {f"{p}_{f}": list(v) for (p, f), v in INSTRUCTIONS.items()},
+        "fp8": fp8,
     }))
     np.savez_compressed(Path(__file__).with_name("mmasim_records.npz"), **out)
 
