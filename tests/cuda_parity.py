@@ -41,6 +41,7 @@ import fake_cupy  # noqa: E402
 import fpsim  # noqa: E402
 from fpsim.backends import cuda_loops, numpy_backend  # noqa: E402
 from fpsim.backends.protocol import ARITY, KERNELS  # noqa: E402
+from fpsim.formats import as_format  # noqa: E402
 from fpsim.kernels.spec import make_spec  # noqa: E402
 from fpsim.modes import STOCHASTIC  # noqa: E402
 
@@ -223,9 +224,9 @@ def check_first_unrepresentable(gpu, ref, report, rng) -> None:
                                  got, want)
 
 
-def accumulation_inputs(in_fmt, rows, k_len, n, groups, rng, special):
+def accumulation_inputs(in_fmt, rows, k_len, n, groups, rng, special, b_fmt=None):
     a = format_values(in_fmt, rows * k_len, rng).reshape(rows, k_len)
-    b = format_values(in_fmt, groups * k_len * n, rng).reshape(groups, k_len, n)
+    b = format_values(b_fmt or in_fmt, groups * k_len * n, rng).reshape(groups, k_len, n)
     for x in (a, b):
         finite = np.isfinite(x)
         if not special:
@@ -278,13 +279,18 @@ def check_blocks(gpu, ref, report, rng) -> None:
                                 input="fp8_e5m2", output="bf16",
                                 output_rounding="nearest_even"),
               fpsim.hw.BlockFMA("custom-e4m3", block=5, frac_bits=30, exp_floor=-140,
-                                input="fp8_e4m3", output="fp16")]
+                                input="fp8_e4m3", output="fp16"),
+              fpsim.hw.H100_FP8.with_inputs("fp8_e5m2", "fp8_e4m3"),
+              fpsim.hw.L40_FP8.with_inputs("fp8_e4m3", "fp8_e5m2")]
     for index, (model, k_len) in enumerate(itertools.product(models, (0, 3, 16, 33))):
         hw = model.params()
-        fin, fout = fpsim.format(model.input), fpsim.format(model.output)
-        out_spec = make_spec(fout, model.output_rounding, True, False, None)
+        fin, fout = as_format(model.input), as_format(model.output)
+        # Each step's result rounded to the block output (e8m13) where the model has one.
+        out_spec = make_spec(as_format(model.block_output or fout), model.output_rounding,
+                             True, False, None)
         rows, n, groups = 4, 3, 2 if index % 2 else 1
-        a, b = accumulation_inputs(fin, rows, k_len, n, groups, rng, special=index % 3 == 0)
+        a, b = accumulation_inputs(fin, rows, k_len, n, groups, rng, special=index % 3 == 0,
+                                   b_fmt=as_format(model.input_b or fin))
         c = numpy_round(format_values(fout, rows * n, rng), fout).reshape(rows, n)
         for stats in (True, False):
             what = f"accumulate_blocks {model.name} K={k_len} stats={stats} groups={groups}"
