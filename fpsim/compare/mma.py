@@ -1,11 +1,15 @@
-"""Instruction probes: one PTX ``mma.sync`` tensor-core instruction per warp, on given
-inputs, against fpsim's presets and MMA-Sim's recorded outputs (issue 31).
+"""Instruction probes: one PTX ``mma.sync`` tensor-core instruction per warp (or one
+``wgmma`` per warpgroup), on given inputs, against fpsim's presets and MMA-Sim's
+recorded outputs (issue 31).
 
 Each probe packs A (M x K, row-major), B (K x N, column-major) and C (M x N) into the
 registers of the 32 lanes of a warp as the PTX ISA's fragment layouts say (section
 "Matrix Fragments for mma.m16n8k*"), runs the instruction once in a CuPy RawKernel of
 inline PTX, and unpacks D. The packing is NumPy on the host; the kernel only loads the
-registers, runs the instruction and stores D. Before its numerics are read, a probe
+registers, runs the instruction and stores D. A ``wgmma`` probe (Hopper, ``sm_90a``,
+compiled by nvcc) runs a warpgroup of 128 threads: A in registers (warp w holds rows
+16w to 16w + 15 as ``mma.m16n8k*`` holds its 16), B in shared memory (K-major, no
+swizzle, read through a matrix descriptor), D = A B + D. Before its numerics are read, a probe
 checks its layout on the GPU: a case of small integers, whose exact product (computed
 with ``fractions.Fraction``) every instruction returns exactly.
 
@@ -18,8 +22,10 @@ the same probes as cases. The inputs are seeded, and
 Examples
 --------
 >>> from fpsim.compare.mma import INSTRUCTIONS, layout
->>> sorted(INSTRUCTIONS)[:2]
-['f16.f16.f16.f16', 'f32.bf16.bf16.f32']
+>>> INSTRUCTIONS["f32.bf16.bf16"].ptx
+'wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16'
+>>> INSTRUCTIONS["f32.bf16.bf16.f32"].ptx
+'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32'
 >>> rows, cols = layout("m16n8k16", "a", 16)
 >>> rows.shape, int(rows[5, 2]), int(cols[5, 2])  # lane 5, element a2: row 9, col 2
 ((32, 8), 9, 2)
@@ -85,11 +91,20 @@ class Instruction:
     b: str
     cd: str
     capability: tuple[int, int]
+    wgmma: bool = False
 
     @property
     def ptx(self) -> str:
         """The PTX instruction."""
+        if self.wgmma:
+            return f"wgmma.mma_async.sync.aligned.{self.shape}.{self.types}"
         return f"mma.sync.aligned.{self.shape}.row.col.{self.types}"
+
+    @property
+    def warp_shape(self) -> str:
+        """The ``mma`` shape whose A and C/D fragments each warp holds (``wgmma``: each of
+        the four warps holds 16 of the 64 rows as ``mma.m16n8k*`` does)."""
+        return self.shape.replace("m64", "m16") if self.wgmma else self.shape
 
     @property
     def mnk(self) -> tuple[int, int, int]:
@@ -101,7 +116,7 @@ class Instruction:
     @property
     def kernel(self) -> str:
         """The name of its kernel."""
-        return "probe_" + self.types.replace(".", "_")
+        return ("probe_wgmma_" if self.wgmma else "probe_") + self.types.replace(".", "_")
 
 
 INSTRUCTIONS: dict[str, Instruction] = {i.types: i for i in (
@@ -112,6 +127,16 @@ INSTRUCTIONS: dict[str, Instruction] = {i.types: i for i in (
     Instruction("f32.e4m3.e4m3.f32", "m16n8k32", "fp8_e4m3", "fp8_e4m3", "fp32", (8, 9)),
     Instruction("f32.e5m2.e5m2.f32", "m16n8k32", "fp8_e5m2", "fp8_e5m2", "fp32", (8, 9)),
     Instruction("f32.e4m3.e5m2.f32", "m16n8k32", "fp8_e4m3", "fp8_e5m2", "fp32", (8, 9)),
+    # Hopper's warpgroup instructions (sm_90a: compute capability 9.0 only); A from
+    # registers, B from shared memory, D = A B + D.
+    *(Instruction(t, shape, a, b, cd, (9, 0), wgmma=True) for t, shape, a, b, cd in (
+        ("f32.f16.f16", "m64n8k16", "fp16", "fp16", "fp32"),
+        ("f32.bf16.bf16", "m64n8k16", "bf16", "bf16", "fp32"),
+        ("f16.f16.f16", "m64n8k16", "fp16", "fp16", "fp16"),
+        ("f32.e4m3.e4m3", "m64n8k32", "fp8_e4m3", "fp8_e4m3", "fp32"),
+        ("f32.e5m2.e5m2", "m64n8k32", "fp8_e5m2", "fp8_e5m2", "fp32"),
+        ("f32.e4m3.e5m2", "m64n8k32", "fp8_e4m3", "fp8_e5m2", "fp32"),
+        ("f16.e4m3.e4m3", "m64n8k32", "fp8_e4m3", "fp8_e4m3", "fp16"))),
 )}
 # Storage bits of an element in a register, by format.
 WIDTH = {"fp16": 16, "bf16": 16, "tf32": 32, "fp32": 32, "fp8_e4m3": 8, "fp8_e5m2": 8}
@@ -249,6 +274,66 @@ def unpack(regs: np.ndarray, shape: str, operand: str, width: int,
     return out
 
 
+def fragments(bits: np.ndarray, instr: Instruction, operand: str) -> np.ndarray:
+    """A or C (encodings, (problems, M, cols)) as the registers of ``instr``'s threads,
+    (problems, threads, registers): ``pack`` for ``mma``; for ``wgmma`` warp w of the
+    warpgroup holds rows 16w to 16w + 15 as ``mma.m16n8k*`` does.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import INSTRUCTIONS, fragments
+    >>> c = np.arange(64 * 8, dtype=np.uint32).reshape(1, 64, 8)
+    >>> fragments(c, INSTRUCTIONS["f32.f16.f16"], "c")[0, 32 + 1].tolist()  # warp 1, lane 1
+    [130, 131, 194, 195]
+    """
+    if not instr.wgmma:
+        return pack(bits, instr.shape, operand)
+    p = bits.shape[0]
+    warps = bits.reshape(p * 4, 16, bits.shape[2])
+    return pack(warps, instr.warp_shape, operand).reshape(p, 128, -1)
+
+
+def unfragment(regs: np.ndarray, instr: Instruction) -> np.ndarray:
+    """D's registers (problems, threads, registers) as encodings (problems, M, N)."""
+    m, n, _ = instr.mnk
+    width = WIDTH[instr.cd]
+    if not instr.wgmma:
+        return unpack(regs, instr.shape, "c", width, (m, n))
+    p = regs.shape[0]
+    d = unpack(regs.reshape(p * 4, 32, -1), instr.warp_shape, "c", width, (16, n))
+    return d.reshape(p, m, n)
+
+
+def smem_offset(k: np.ndarray, n: np.ndarray, size: int) -> np.ndarray:
+    """The byte offset of B[k, n] in a ``wgmma`` operand in shared memory, K-major with
+    no swizzle: core matrices of 8 rows (n) by 16 bytes (of k), 128 bytes each, the one
+    holding bytes 16c to 16c + 15 of each row at 128c (``size``: bytes an element).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import smem_offset
+    >>> smem_offset(np.array([0, 1, 8, 9]), np.array([0, 1, 0, 7]), 2).tolist()
+    [0, 18, 128, 242]
+    """
+    per = 16 // size
+    offset: np.ndarray = 128 * (k // per) + 16 * n + (k % per) * size
+    return offset
+
+
+def smem_image(bits: np.ndarray) -> np.ndarray:
+    """B (encodings, (problems, K, N)) as the words of its shared-memory image,
+    (problems, K N size / 4) uint32 (``smem_offset``; little-endian)."""
+    p, k_len, n = bits.shape
+    size = bits.dtype.itemsize
+    k, col = np.meshgrid(np.arange(k_len), np.arange(n), indexing="ij")
+    elements = np.zeros((p, k_len * n), dtype=bits.dtype)
+    elements[:, smem_offset(k, col, size) // size] = bits
+    words: np.ndarray = np.ascontiguousarray(elements).view("<u4")
+    return words.astype(np.uint32)
+
+
 # ---------------------------------------------------------------------------------------
 # The kernels
 
@@ -296,9 +381,63 @@ def kernel_source(instr: Instruction) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wgmma_source(instr: Instruction) -> str:
+    """The CUDA C++ of a ``wgmma`` probe: a warpgroup (block of 128 threads) per problem
+    copies B into shared memory, loads A and C (as D) into registers, runs the
+    instruction once (D = A B + D) and stores D. Needs ``sm_90a``.
+
+    Examples
+    --------
+    >>> from fpsim.compare.mma import INSTRUCTIONS, wgmma_source
+    >>> "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3" in wgmma_source(
+    ...     INSTRUCTIONS["f32.e4m3.e4m3"])
+    True
+    """
+    m, n, k = instr.mnk
+    na = 16 * k * WIDTH[instr.a] // 1024
+    nb = k * n * WIDTH[instr.b] // 8 // 4  # words of B in shared memory
+    nd = 16 * n * WIDTH[instr.cd] // 1024
+    f32 = instr.cd == "fp32"
+    dreg, con = ("float", "f") if f32 else ("unsigned int", "r")
+    cload, dstore = ("__uint_as_float", "__float_as_uint") if f32 else ("", "")
+    dlist = ", ".join(f"%{i}" for i in range(nd))
+    alist = ", ".join(f"%{nd + i}" for i in range(na))
+    trans = ", 0" if not instr.a.startswith("fp8") else ""  # imm-trans-b: B K-major
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__(128) {instr.kernel}('
+        "const unsigned int* a, const unsigned int* b, const unsigned int* c, "
+        "unsigned int* d) {",
+        f"    __shared__ __align__(128) unsigned int sb[{nb}];",
+        "    const unsigned int tid = threadIdx.x;",
+        "    const size_t t = (size_t)blockIdx.x * 128 + tid;",
+        f"    for (unsigned int i = tid; i < {nb}; i += 128) "
+        f"sb[i] = b[(size_t)blockIdx.x * {nb} + i];",
+        '    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+        "    __syncthreads();",
+        *(f"    unsigned int a{i} = a[t * {na} + {i}];" for i in range(na)),
+        *(f"    {dreg} d{i} = {cload}(c[t * {nd} + {i}]);" for i in range(nd)),
+        "    const unsigned int addr = (unsigned int)__cvta_generic_to_shared(sb);",
+        # Start address, and 128 bytes both as the leading and the stride byte offset:
+        # the next core matrix along K is at +128, whichever field the unit reads for it.
+        "    const unsigned long long desc = (unsigned long long)((addr & 0x3FFFF) >> 4)",
+        "        | (8ull << 16) | (8ull << 32);",
+        '    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");',
+        f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + na + 1}, 0;\\n"',
+        f'        "{instr.ptx} {{{dlist}}}, {{{alist}}}, %{nd + na}, p, 1, 1{trans};\\n}}\\n"',
+        "        : " + ", ".join(f'"+{con}"(d{i})' for i in range(nd)),
+        "        : " + ", ".join([*(f'"r"(a{i})' for i in range(na)), '"l"(desc)', '"r"(1)'])
+        + ' : "memory");',
+        '    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");',
+        '    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");',
+        *(f"    d[t * {nd} + {i}] = {dstore}(d{i});" for i in range(nd)),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def module_source(instructions: list[Instruction]) -> str:
     """The CUDA C++ of several probes, one translation unit."""
-    return "\n".join(kernel_source(i) for i in instructions)
+    return "\n".join(wgmma_source(i) if i.wgmma else kernel_source(i) for i in instructions)
 
 
 # ---------------------------------------------------------------------------------------
@@ -350,7 +489,7 @@ def _products(rng: np.random.Generator, instr: Instruction, sa: tuple[int, ...],
 def c_format(instr: Instruction) -> str | Format:
     """The format C is drawn in: D's, except e8m13 for the fp8 instructions, so the
     13-bit models (MMA-Sim's Ada and Hopper fp8 rules) can take it as their c."""
-    return E8M13 if instr.a.startswith("fp8") else instr.cd
+    return E8M13 if instr.a.startswith("fp8") and instr.cd == "fp32" else instr.cd
 
 
 def draw(rng: np.random.Generator, cls: str, instr: Instruction,
@@ -418,7 +557,9 @@ def draw(rng: np.random.Generator, cls: str, instr: Instruction,
             a, b = _products(rng, instr, sa, sb, -150, -135)
         else:  # a tie at half fp16's least subnormal, and products that break it or not
             a, b = _products(rng, instr, sa, sb, -60, -47)
-            a[:, :, 0], b[:, 0, :] = 2.0**-12, 2.0**-13
+            ea = max(-12, emin_a - ta)
+            if -25 - ea >= emin_b - tb:  # the tie exists in these formats (not in fp8)
+                a[:, :, 0], b[:, 0, :] = 2.0**ea, 2.0 ** (-25 - ea)
         c = 0.0 * c_sign
     elif cls == "overflow":  # same-sign products at the top of the range, c near it
         a = np.abs(_values(rng, instr.a, sa, emax_a - 2, emax_a))
@@ -452,9 +593,12 @@ def encode(values: np.ndarray, fmt: str | Format) -> np.ndarray:
 
 
 def inputs(instr: Instruction, seed: int = SEED,
-           problems: int = PROBLEMS) -> dict[str, np.ndarray]:
+           problems: int | None = None) -> dict[str, np.ndarray]:
     """Every class's inputs for ``instr``, as encodings: ``a`` (P, M, K), ``b`` (P, K, N),
-    ``c`` (P, M, N) and ``cls`` (P,), the class of each problem."""
+    ``c`` (P, M, N) and ``cls`` (P,), the class of each problem (``problems`` a class:
+    by default as many as make ``PROBLEMS`` problems of 16 rows)."""
+    if problems is None:
+        problems = max(1, PROBLEMS * 16 // instr.mnk[0])
     rng = np.random.default_rng([seed, *map(ord, instr.types)])
     parts = [draw(rng, cls, instr, problems) for cls in CLASSES]
     a, b, c = (np.concatenate([p[i] for p in parts]) for i in range(3))
@@ -501,10 +645,13 @@ def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.
     ``BlockFMA``'s options (no preset has them yet)."""
     from fpsim.compare.gpu import gemm_model
 
+    fp16_out = instr.cd == "fp16"
     if instr.a.startswith("fp8"):
         # Both fp8 formats are exact in fp16; a model reads one input format.
         fmt = instr.a if instr.a == instr.b else "fp16"
         base = preset.with_input(fmt)
+        if fp16_out:
+            base = dataclasses.replace(base, output="fp16", output_rounding="nearest_even")
     else:
         inputs, compute = {"fp16": ("fp16", "fp32"), "bf16": ("bf16", "fp32"),
                            "tf32": ("fp32", "tf32")}[instr.a]
@@ -514,7 +661,6 @@ def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.
         if found is None:
             return {}
         base = found
-    fp16_out = instr.cd == "fp16"
     out = {"preset": base,
            "exp_floor=-126" if not fp16_out else "exp_floor=-21 (MMA-Sim's fp16 e_zero)":
                dataclasses.replace(base, exp_floor=-21 if fp16_out else -126),
@@ -522,10 +668,14 @@ def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.
            "zero_sign=signed": dataclasses.replace(base, zero_sign="signed")}
     if instr.a.startswith("fp8"):
         fmt = instr.a if instr.a == instr.b else "fp16"
-        for label, block in (("block 32, F 13, e8m13 (MMA-Sim's Hopper wgmma rule)", 32),
-                             ("block 16, F 13, e8m13 (MMA-Sim's Ada mma rule)", 16)):
-            out[label] = fpsim.hw.BlockFMA(f"fp8 block {block}", block=block, frac_bits=13,
-                                           exp_floor=-133, input=fmt, output=E8M13)
+        tail = "fp16 nearest" if fp16_out else "e8m13"
+        for label, block in ((f"block 32, F 13, {tail} (MMA-Sim's Hopper wgmma rule)", 32),
+                             (f"block 16, F 13, {tail} (MMA-Sim's Ada mma rule)", 16)):
+            out[label] = fpsim.hw.BlockFMA(
+                f"fp8 block {block}", block=block, frac_bits=13,
+                exp_floor=-21 if fp16_out else -133, input=fmt,
+                output="fp16" if fp16_out else E8M13,
+                output_rounding="nearest_even" if fp16_out else "toward_zero")
     return out
 
 
@@ -548,7 +698,8 @@ def emulate(model: fpsim.hw.BlockFMA, instr: Instruction, data: dict[str, np.nda
 
 
 class Prober:
-    """The probes' kernels on a GPU, compiled once (CuPy RawModule).
+    """The probes' kernels on a GPU, compiled once: the ``mma`` ones by CuPy (NVRTC), the
+    ``wgmma`` ones by nvcc for ``sm_90a`` (NVRTC's target is the plain ``sm_90``).
 
     Parameters
     ----------
@@ -557,21 +708,51 @@ class Prober:
     """
 
     def __init__(self, device: Any) -> None:
+        import shutil
+        import subprocess
+        import tempfile
+
         self.device = device
-        self.instructions = [i for i in INSTRUCTIONS.values()
-                             if device.capability >= i.capability]
-        self.module = device.xp.RawModule(code=module_source(self.instructions),
-                                          options=("--std=c++17",))
+        self.reasons: dict[str, str] = {}
+        xp = device.xp
+        for i in INSTRUCTIONS.values():
+            if i.wgmma and tuple(device.capability) != (9, 0):
+                self.reasons[i.types] = "wgmma needs sm_90a (compute capability 9.0)"
+            elif tuple(device.capability) < i.capability:
+                self.reasons[i.types] = f"needs compute capability {i.capability}"
+        mma = [i for i in INSTRUCTIONS.values() if not i.wgmma and i.types not in self.reasons]
+        self.module = xp.RawModule(code=module_source(mma), options=("--std=c++17",))
+        wg = [i for i in INSTRUCTIONS.values() if i.wgmma and i.types not in self.reasons]
+        self.wg_module = None
+        nvcc = shutil.which("nvcc")
+        if wg and nvcc is None:
+            self.reasons.update({i.types: "needs nvcc (sm_90a) on PATH" for i in wg})
+        elif wg:
+            self._dir = tempfile.TemporaryDirectory()
+            source, cubin = Path(self._dir.name, "wgmma.cu"), Path(self._dir.name, "wgmma.cubin")
+            source.write_text(module_source(wg))
+            built = subprocess.run([str(nvcc), "-arch=sm_90a", "-cubin", "-o", str(cubin),
+                                    str(source)], capture_output=True, text=True)
+            if built.returncode != 0:
+                last = (built.stderr.strip().splitlines() or ["?"])[-1]
+                self.reasons.update({i.types: f"nvcc failed: {last}" for i in wg})
+            else:
+                self.wg_module = xp.RawModule(path=str(cubin))
+        self.instructions = [i for i in INSTRUCTIONS.values() if i.types not in self.reasons]
 
     def run(self, instr: Instruction, data: dict[str, np.ndarray]) -> np.ndarray:
         """D (encodings of D's format, (P, M, N)) of ``instr`` on ``data``."""
         xp = self.device.xp
-        m, n, k = instr.mnk
-        regs = [xp.asarray(pack(data[x], instr.shape, x)) for x in ("a", "b", "c")]
+        b = smem_image(data["b"]) if instr.wgmma else fragments(data["b"], instr, "b")
+        regs = [xp.asarray(v) for v in (fragments(data["a"], instr, "a"), b,
+                                         fragments(data["c"], instr, "c"))]
         d = xp.zeros_like(regs[2])
         problems = data["a"].shape[0]
-        self.module.get_function(instr.kernel)((problems,), (32,), (*regs, d))
-        return unpack(xp.asnumpy(d), instr.shape, "c", WIDTH[instr.cd], (m, n))
+        module = self.wg_module if instr.wgmma else self.module
+        assert module is not None
+        threads = 128 if instr.wgmma else 32
+        module.get_function(instr.kernel)((problems,), (threads,), (*regs, d))
+        return unfragment(xp.asnumpy(d), instr)
 
 
 def load_records(path: Path = RECORDS) -> dict[str, np.ndarray]:
@@ -616,7 +797,7 @@ def probe(prober: Prober, instr: Instruction, preset: fpsim.hw.BlockFMA,
     layout_ok = bool(np.array_equal(hardware[lay], encode(expect, instr.cd)))
     candidates = {f"fpsim {name}": emulate(model, instr, data)
                   for name, model in models(instr, preset).items()}
-    if instr.a.startswith("fp8"):
+    if instr.a.startswith("fp8") and not instr.wgmma:
         candidates["fpsim sm_90 lowering: 2 fp16 HMMA on k % 4 halves, then FADD c"] = \
             hmma_pair(instr, data, preset)
     candidates.update({f"MMA-Sim {name}": v
@@ -723,9 +904,8 @@ def cases(device: Any, size: int = 0) -> Iterator[Case | Record]:
     prober = Prober(device)
     records = load_records()
     for instr in INSTRUCTIONS.values():
-        if instr not in prober.instructions:
-            yield skipped(f"gpu {instr.ptx}", device.name,
-                          f"needs compute capability {instr.capability}")
+        if instr.types in prober.reasons:
+            yield skipped(f"gpu {instr.ptx}", device.name, prober.reasons[instr.types])
             continue
         r = probe(prober, instr, device.preset, records)
         if not r.layout_ok:
@@ -775,6 +955,7 @@ def main(argv: list[str] | None = None) -> int:
              "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
              "instructions": [r.instr.ptx for r in results], "classes": CLASSES,
              "layout_ok": {r.instr.types: r.layout_ok for r in results},
+             "skipped": {INSTRUCTIONS[t].ptx: why for t, why in prober.reasons.items()},
              "mmasim_records": RECORDS.exists(), "seed": SEED, "problems": PROBLEMS,
              "fpsim_backend": args.backend}
     arrays["about"] = np.array(json.dumps(about))

@@ -11,7 +11,8 @@ For each probe's instruction it takes the probe's own seeded inputs
 (``fpsim.compare.mma.inputs``) and asks MMA-Sim's ``dpa`` for every D[i, j] =
 C[i, j] + A[i, :] . B[:, j] as its model of the instruction on Hopper computes it;
 for the fp8 ``mma.sync``, which MMA-Sim models on Ada (not on Hopper), Ada's ``mma``
-and Hopper's ``wgmma`` of the same types (m64n8k32).
+and Hopper's ``wgmma`` of the same types (m64n8k32); for the ``wgmma`` probes, its
+Hopper ``wgmma``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def models(instr: Instruction) -> dict[str, object]:
     """MMA-Sim's models of ``instr``, by a label."""
     m, n, k = instr.mnk
     types = instr.types
+    if instr.wgmma:
+        return {"Hopper wgmma": WGMMA("Hopper", f"{instr.shape}.{types}")}
     if instr.a.startswith("fp8"):
         wg = ".".join(types.split(".")[:3])  # wgmma's types: D.A.B
         return {"Ada mma": MMA("Ada Lovelace", f"{instr.shape}.{types}"),
