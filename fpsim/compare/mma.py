@@ -365,7 +365,7 @@ def kernel_source(instr: Instruction) -> str:
     lines = [
         f'extern "C" __global__ void {instr.kernel}(const unsigned int* a, '
         "const unsigned int* b, const unsigned int* c, unsigned int* d) {",
-        "    const size_t t = (size_t)blockIdx.x * 32 + threadIdx.x;",
+        "    const unsigned long long t = (unsigned long long)blockIdx.x * 32 + threadIdx.x;",
         *(f"    unsigned int a{i} = a[t * {na} + {i}];" for i in range(na)),
         *(f"    unsigned int b{i} = b[t * {nb} + {i}];" for i in range(nb)),
         *(f"    {creg} c{i} = {cload}(c[t * {nc} + {i}]);" for i in range(nc)),
@@ -409,9 +409,9 @@ def wgmma_source(instr: Instruction) -> str:
         "unsigned int* d) {",
         f"    __shared__ __align__(128) unsigned int sb[{nb}];",
         "    const unsigned int tid = threadIdx.x;",
-        "    const size_t t = (size_t)blockIdx.x * 128 + tid;",
+        "    const unsigned long long t = (unsigned long long)blockIdx.x * 128 + tid;",
         f"    for (unsigned int i = tid; i < {nb}; i += 128) "
-        f"sb[i] = b[(size_t)blockIdx.x * {nb} + i];",
+        f"sb[i] = b[(unsigned long long)blockIdx.x * {nb} + i];",
         '    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
         "    __syncthreads();",
         *(f"    unsigned int a{i} = a[t * {na} + {i}];" for i in range(na)),
