@@ -535,23 +535,28 @@ def tiny_setup(seed):
 def sweeps_train_on_the_device():
     """fpsim.sweep.train with ``device="cuda"``: the model moved there, the batches copied
     there, the evaluation run there, and the record the cpu's (curve, losses, metric);
-    the cache key names the device. With --gpu, the built-in digits MLP task (its
-    evaluation on the whole test set) as well."""
+    the cache key names the device. With --gpu, also 20 steps of the built-in digits
+    MLP task (its evaluation on the whole test set) under every emulated ablation."""
     from dataclasses import replace
 
     from fpsim.reproduce.tasks import task
     from fpsim.sweep import Ablation, Task, ablation
+    from fpsim.sweep.ablation import ABLATIONS
     from fpsim.sweep.train import train
 
     tasks = {"tiny": lambda device: Task("tiny", tiny_setup, steps=STEPS + 1,
                                          eval_every=STEPS + 1, device=device)}
-    if GPU:
+    # A defined order: with order=any the cpu adds by BLAS and the GPU in sequence.
+    policies = [Ablation("mixed_sequential", "mixed,order=sequential", "dynamic"),
+                ablation("fp16_accum")]
+    if GPU:  # 20 steps of the digits MLP under every emulated ablation, in order
         tasks["digits_mlp"] = lambda device: replace(
             task("digits_mlp").for_sweep("quick", device), steps=20, eval_every=10)
+        policies = [Ablation(a.name, a.policy if "order=" in a.policy
+                             else a.policy + ",order=sequential", a.loss_scale)
+                    for a in ABLATIONS.values() if not a.precision().native]
     for name, make in tasks.items():
-        # A defined order: with order=any the cpu adds by BLAS and the GPU in sequence.
-        for policy in (Ablation("mixed_sequential", "mixed,order=sequential", "dynamic"),
-                       ablation("fp16_accum")):
+        for policy in policies:
             records = {}
             for device in ("cpu", "cuda"):
                 made = make(device)
@@ -559,7 +564,7 @@ def sweeps_train_on_the_device():
                 records[device].pop("seconds")
                 key = made.key()
                 assert ("device" in key) == (device == "cuda"), key
-            assert records["cuda"] == records["cpu"], (name, policy, records["cuda"],
+            assert records["cuda"] == records["cpu"], (name, policy.name, records["cuda"],
                                                        records["cpu"])
 
 
