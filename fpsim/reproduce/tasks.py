@@ -274,7 +274,7 @@ TASKS: dict[str, Task] = {t.name: t for t in (
         # gpu: batches of 2^14 tokens (512 sequences of 32), where fp16 flushes gradients
         # at their natural size, and products with K = 2^14 in the weight gradients.
         budgets={"quick": Budget(100, 25), "full": Budget(600, 50),
-                 "gpu": Budget(100, 25, dict(embedding=64, hidden=512, batch_size=512,
+                 "gpu": Budget(60, 20, dict(embedding=64, hidden=512, batch_size=512,
                                              eval_chars=65536))},
         hyperparameters=dict(embedding=32, hidden=128, optimizer="adam", lr=2e-3,
                              batch_size=32, seq_len=32, eval_chars=8192),
