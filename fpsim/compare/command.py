@@ -1,4 +1,5 @@
-"""``fpsim compare [--suite cpu|gpu|all] [--out DIR] [--size N] [--seed S]``.
+"""``fpsim compare [--suite cpu|gpu|all|training] [--out DIR] [--size N] [--seed S]
+[--steps N]``.
 
 Progress goes to stderr; the paths written and the verdicts to stdout.
 """
@@ -12,6 +13,7 @@ from fpsim._checks import output_folder
 from fpsim.compare.cases import Record
 from fpsim.compare.report import verdicts
 from fpsim.compare.run import DEFAULT_SEED, DEFAULT_SIZE, SUITES, run
+from fpsim.compare.training import DEFAULT_STEPS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="fpsim compare",
         description="Compare fpsim's emulation with what hardware computes, bit by bit: "
                     "NumPy's float16, ml_dtypes' casts, the CPU's binary16, BLAS (cpu); "
-                    "CuPy's float16, CUDA conversions and cuBLAS (gpu).")
+                    "CuPy's float16, CUDA conversions and cuBLAS (gpu); a model trained "
+                    "natively on the GPU against its emulation with the GPU's models "
+                    "(training).")
     parser.add_argument("--suite", default="cpu", choices=SUITES)
     parser.add_argument("--out", default="fpsim-compare",
                         help="folder for results.json, results.md and ulp_histograms.png "
@@ -27,11 +31,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=DEFAULT_SIZE,
                         help=f"elements per elementwise case (default {DEFAULT_SIZE})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="inputs' random seed")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                        help=f"training steps per model, --suite training (default "
+                             f"{DEFAULT_STEPS})")
     args = parser.parse_args(argv)
     if args.size < 64:
         parser.error(f"--size must be at least 64, got {args.size}")
     if args.seed < 0:
         parser.error(f"--seed must be non-negative, got {args.seed}")
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    if args.suite == "training":  # no GPU: an error before anything is made or written
+        from fpsim.compare import training
+
+        missing = training.missing()
+        if missing is not None:
+            print(f"{parser.prog}: error: no usable GPU for the training suite: {missing}",
+                  file=sys.stderr)
+            return 2
     if args.suite == "gpu":  # no GPU: an error before anything is made or written
         from fpsim.compare import gpu
 
@@ -48,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     def progress(record: Record) -> None:
         print(f"  {record.name}: {record.verdict}", file=sys.stderr, flush=True)
 
-    print(f"{parser.prog} --suite {args.suite}, size {args.size}, seed {args.seed}",
+    sized = f"{args.steps} steps" if args.suite == "training" else f"size {args.size}"
+    print(f"{parser.prog} --suite {args.suite}, {sized}, seed {args.seed}",
           file=sys.stderr, flush=True)
-    records = run(args.suite, size=args.size, seed=args.seed, out=out, progress=progress)
+    records = run(args.suite, size=args.size, seed=args.seed, out=out, progress=progress,
+                  steps=args.steps)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, "
           f"{out / 'ulp_histograms.png'}\n")
     print(verdicts(records), flush=True)

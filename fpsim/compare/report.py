@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from fpsim.compare.cases import Record
 from fpsim.compare.metrics import HISTOGRAM_EDGES
+
+if TYPE_CHECKING:
+    from fpsim.compare.training import TrainingRun
 
 
 def bin_labels() -> list[str]:
@@ -27,7 +31,7 @@ def bin_labels() -> list[str]:
     return labels + ["NaN/num"]
 
 
-def _share(identical: float) -> str:
+def share(identical: float) -> str:
     """A percentage that reads 100% only when every element is identical."""
     if identical == 1.0:
         return "100%"
@@ -38,11 +42,15 @@ def _ulp(v: float) -> str:
     return "NaN/num" if np.isinf(v) else f"{v:g}"
 
 
-def markdown(records: list[Record], header: dict[str, Any]) -> str:
-    """The table of cases (the closest candidate of each) and of every candidate."""
+def markdown(records: list[Record], header: dict[str, Any],
+             training: Sequence[TrainingRun] = ()) -> str:
+    """The table of cases (the closest candidate of each) and of every candidate; then,
+    for the training suite, its runs (``training_markdown``)."""
     lines = [f"Machine: {header['machine']}  ", "Versions: " + ", ".join(
         f"{k} {v}" for k, v in header["versions"].items()) + "  ",
-        f"Suite {header['suite']}, size {header['size']}, seed {header['seed']}.", "",
+        f"Suite {header['suite']}, "
+        + (f"{header['steps']} steps" if "steps" in header else f"size {header['size']}")
+        + f", seed {header['seed']}.", "",
         *([f"**{header['not_run'][:1].upper()}{header['not_run'][1:]}.**", ""]
           if header.get("not_run") else []),
         "| case | hardware | closest emulation | identical | max ulp | median ulp | verdict |",
@@ -52,15 +60,58 @@ def markdown(records: list[Record], header: dict[str, Any]) -> str:
             lines.append(f"| {r.name} | {r.hardware_is} | | | | | {r.verdict} |")
             continue
         c = r.results[cast(str, r.best)]
-        lines.append(f"| {r.name} | {r.hardware_is} | {r.best} | {_share(c.identical)} | "
+        lines.append(f"| {r.name} | {r.hardware_is} | {r.best} | {share(c.identical)} | "
                      f"{_ulp(c.max_ulp)} | {_ulp(c.median_ulp)} | {r.verdict} |")
     lines += ["", "Every candidate:", "",
               "| case | candidate | identical | max ulp | median ulp |",
               "| --- | --- | ---: | ---: | ---: |"]
     for r in records:
         for model, c in r.results.items():
-            lines.append(f"| {r.name} | {model} | {_share(c.identical)} | "
+            lines.append(f"| {r.name} | {model} | {share(c.identical)} | "
                          f"{_ulp(c.max_ulp)} | {_ulp(c.median_ulp)} |")
+    text = "\n".join(lines) + "\n"
+    return text + ("\n" + training_markdown(training) if training else "")
+
+
+def _step(n: int | None) -> str:
+    return "never" if n is None else str(n)
+
+
+def training_markdown(runs: Sequence[TrainingRun]) -> str:
+    """The training suite's tables: a row per model, then per model the sources of
+    difference where its runs part and a row per step."""
+    from fpsim.compare.training import first_part
+
+    lines = ["## Training: native against emulated, step by step", "",
+             "| model | every operation modelled | steps | weights part at step | "
+             "losses part at step | identical after the last step | max ulp | median ulp | "
+             "first source |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in runs:
+        last = r.steps[-1]
+        first = f"{r.sources[0].kind} ({r.sources[0].op}, {r.sources[0].phase})" \
+            if r.sources else ""
+        lines.append(f"| {r.model} | {'yes' if r.modelled else 'no'} | {len(r.steps)} | "
+                     f"{_step(first_part(r.steps))} | {_step(first_part(r.steps, 'losses'))} | "
+                     f"{share(last.identical)} | {_ulp(last.max_ulp)} | "
+                     f"{_ulp(last.median_ulp)} | {first} |")
+    for r in runs:
+        lines += ["", f"### {r.model}", "", f"{r.description}. Native: `{r.native}`; "
+                  f"emulated: `{r.emulated}`; dynamic loss scaling; the parameters compared "
+                  f"in {r.params.name}. Verdict: {r.verdict}.", ""]
+        if r.sources:
+            lines += [f"Where the runs part (step {r.parted_at}, replayed from its "
+                      "identical starting weights):", ""]
+            lines += [f"- {s}" for s in r.sources]
+            lines.append("")
+        lines += ["| step | identical | max ulp | median ulp | loss native | loss emulated | "
+                  "difference | scale native | scale emulated |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for s in r.steps:
+            lines.append(f"| {s.step} | {share(s.identical)} | {_ulp(s.max_ulp)} | "
+                         f"{_ulp(s.median_ulp)} | {s.loss_native:.9g} | {s.loss_emulated:.9g} | "
+                         f"{s.loss_difference:.3g} | {s.scale_native:g} | "
+                         f"{s.scale_emulated:g} |")
     return "\n".join(lines) + "\n"
 
 
@@ -92,7 +143,7 @@ def histogram_figure(records: list[Record]) -> Any:
         ax.bar(range(len(labels)), np.where(counts > 0, counts, np.nan), color="tab:blue")
         ax.set_yscale("log")
         ax.set_ylim(0.5, max(10.0, 3.0 * float(counts.max(initial=1.0))))
-        title = f"{r.name}: {_share(c.identical)} identical\nclosest: {r.best}"
+        title = f"{r.name}: {share(c.identical)} identical\nclosest: {r.best}"
         ax.set_title("\n".join(textwrap.fill(line, 60) for line in title.splitlines()),
                      fontsize=TITLE_SIZE)
         ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=TICK_SIZE)
@@ -115,14 +166,18 @@ def figure(records: list[Record], path: Path) -> None:
     plt.close(fig)
 
 
-def write(records: list[Record], header: dict[str, Any], out: Path) -> dict[str, Path]:
-    """results.json, results.md and ulp_histograms.png in ``out``."""
+def write(records: list[Record], header: dict[str, Any], out: Path,
+          training: Sequence[TrainingRun] = ()) -> dict[str, Path]:
+    """results.json, results.md and ulp_histograms.png in ``out`` (with the training
+    suite's runs, under ``training`` in results.json)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "markdown": out / "results.md",
              "figure": out / "ulp_histograms.png"}
-    document = _finite(dict(header, records=[r.as_dict() for r in records]))
-    paths["json"].write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
-    paths["markdown"].write_text(markdown(records, header))
+    document = dict(header, records=[r.as_dict() for r in records])
+    if training:
+        document["training"] = [r.as_dict() for r in training]
+    paths["json"].write_text(json.dumps(_finite(document), indent=1, allow_nan=False) + "\n")
+    paths["markdown"].write_text(markdown(records, header, training))
     figure(records, paths["figure"])
     return paths
 

@@ -10,9 +10,11 @@ from typing import Any
 from fpsim._machine import machine, versions
 from fpsim.compare import report
 from fpsim.compare.cases import Case, Record, evaluate, skipped
+from fpsim.compare.training import DEFAULT_STEPS
 
-SUITES = ("cpu", "gpu", "all")
-"""The suites ``run`` takes: the CPU's cases, the GPU's, or both."""
+SUITES = ("cpu", "gpu", "all", "training")
+"""The suites ``run`` takes: the CPU's cases, the GPU's, both, or training on the GPU
+(native against emulated, ``fpsim.compare.training``)."""
 DEFAULT_SIZE = 1 << 20
 """Elements per elementwise case, by default."""
 DEFAULT_SEED = 0
@@ -21,8 +23,9 @@ DEFAULT_SEED = 0
 
 def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEED,
         out: str | Path | None = None,
-        progress: Callable[[Record], object] | None = None) -> list[Record]:
-    """Run the ``suite`` ("cpu", "gpu" or "all") and return a record per case.
+        progress: Callable[[Record], object] | None = None,
+        steps: int = DEFAULT_STEPS) -> list[Record]:
+    """Run the ``suite`` ("cpu", "gpu", "all" or "training") and return a record per case.
 
     ``size``: elements per elementwise case (the others scale with it); ``seed``: the
     inputs' random seed; ``out``: a folder for results.json, results.md and
@@ -31,11 +34,14 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
 
     Parameters
     ----------
-    suite : {"cpu", "gpu", "all"}, default "cpu"
+    suite : {"cpu", "gpu", "all", "training"}, default "cpu"
         The cases: the CPU's (NumPy, ml_dtypes, the CPU's binary16, BLAS), the GPU's
         (CuPy, CUDA, cuBLAS), or both (without a GPU: the CPU's, and a skipped record
         saying why the GPU's did not run, also in results.md and results.json's
-        ``not_run``).
+        ``not_run``); or "training": each model of ``fpsim.compare.training.models()``
+        trained ``steps`` steps natively and emulated on the GPU (a record per model:
+        its final weights; the steps and the sources of difference in results.md and
+        results.json's ``training``).
     size : int, default 2**20
         Elements per elementwise case, at least 64.
     seed : int, default 0
@@ -44,6 +50,8 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
         Where to write results.json, results.md and ulp_histograms.png.
     progress : callable, optional
         Called with each ``Record`` as it is made.
+    steps : int, default 20
+        Training steps per model (the "training" suite only).
 
     Returns
     -------
@@ -54,8 +62,8 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
     ValueError
         For an unknown suite, or a size or seed out of range.
     fpsim.compare.gpu.NoGPU
-        For the "gpu" suite where there is no usable GPU (the message says what is
-        missing); nothing is written.
+        For the "gpu" and "training" suites where there is no usable GPU (the message
+        says what is missing); nothing is written.
     ImportError
         For the "gpu" suite where CuPy is not installed: one line naming the extra,
         ``pip install 'fpsim[gpu]'``.
@@ -69,9 +77,11 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
     """
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
-    for label, value, low in (("size", size, 64), ("seed", seed, 0)):
+    for label, value, low in (("size", size, 64), ("seed", seed, 0), ("steps", steps, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
+    if suite == "training":
+        return _training(seed, steps, out, progress)
     families: list[Iterable[Case | Record]] = []
     not_run = ""
     if suite in ("gpu", "all"):
@@ -104,3 +114,15 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
             header["not_run"] = f"the GPU suite did not run: {not_run}"
         report.write(records, header, Path(out))
     return records
+
+
+def _training(seed: int, steps: int, out: str | Path | None,
+              progress: Callable[[Record], object] | None) -> list[Record]:
+    """The training suite (``fpsim.compare.training.run``): a record per model."""
+    from fpsim.compare import training
+
+    def report_run(result: training.TrainingRun) -> None:
+        if progress is not None:
+            progress(result.record())
+
+    return [r.record() for r in training.run(steps, seed, out=out, progress=report_run)]
