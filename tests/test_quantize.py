@@ -17,6 +17,8 @@ from test_small_formats import ref_round as ref_round_small
 import fpsim
 from fpsim.quantize import SCALE_RULES, SCHEMES
 
+MX = [name for name, s in SCHEMES.items() if s.kind == "mx"]
+
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
 # scheme: (element preset, emax, man_bits, largest element)
 ELEMENTS = {
@@ -107,7 +109,7 @@ def same(a, b) -> bool:
     return bool(np.all((a == b) & (np.signbit(a) == np.signbit(b)) | (np.isnan(a) & np.isnan(b))))
 
 
-@pytest.mark.parametrize("scheme", list(SCHEMES))
+@pytest.mark.parametrize("scheme", MX)
 @pytest.mark.parametrize("rule", list(SCALE_RULES))
 def test_mx_against_the_exact_reference(scheme, rule):
     x = hard_blocks(np.random.default_rng(sum(map(ord, scheme + rule))))
@@ -129,7 +131,7 @@ def test_mx_against_the_exact_reference(scheme, rule):
                 assert same(deq, want)
 
 
-@pytest.mark.parametrize("scheme", list(SCHEMES))
+@pytest.mark.parametrize("scheme", MX)
 def test_bits_are_the_encodings_of_the_values_and_scales(scheme):
     x = hard_blocks(np.random.default_rng(5))
     q = fpsim.quantize(x, scheme)
@@ -162,7 +164,7 @@ def test_a_shorter_last_block_with_pad():
         fpsim.quantize(x, "mxfp4_e2m1")
 
 
-@pytest.mark.parametrize("scheme", list(SCHEMES))
+@pytest.mark.parametrize("scheme", MX)
 def test_stochastic_elements_are_a_neighbour_and_follow_the_seed(scheme):
     x = np.random.default_rng(3).standard_normal((4, 64))
     q = fpsim.quantize(x, scheme, rounding="stochastic", seed=11)
@@ -176,7 +178,7 @@ def test_stochastic_elements_are_a_neighbour_and_follow_the_seed(scheme):
         assert same(fpsim.quantize(x, scheme, rounding="stochastic", seed=11).values, q.values)
 
 
-@pytest.mark.parametrize("scheme", list(SCHEMES))
+@pytest.mark.parametrize("scheme", MX)
 def test_mx_agrees_with_gfloat(scheme):
     gf = pytest.importorskip("gfloat")
     from gfloat import formats
@@ -216,7 +218,7 @@ def test_nan_and_infinite_blocks_have_a_nan_scale():
     (lambda: fpsim.quantize(np.ones(32), "mxfp9"), ValueError,
      "unknown scheme 'mxfp9'; known schemes: mxfp8_e4m3, mxfp8_e5m2"),
     (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", scale_rule="round"), ValueError,
-     "unknown scale_rule 'round'; known rules: ocp, ceil"),
+     "unknown scale_rule 'round' for mxfp8_e4m3; known rules: ocp, ceil"),
     (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", axis=1), np.exceptions.AxisError, "axis"),
     (lambda: fpsim.quantize(np.float64(1.0), "mxfp8_e4m3"), np.exceptions.AxisError, "axis"),
     (lambda: fpsim.quantize(np.ones(32), "mxfp8_e4m3", axis=0.0), ValueError, "axis"),
@@ -239,3 +241,88 @@ def test_the_block_scaled_page_examples_run():
     result = doctest.testfile(str(page), module_relative=False,
                               optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 5 and result.failed == 0
+
+
+# --- NVFP4 -----------------------------------------------------------------------------
+FLT_MAX = Fraction(float(np.finfo(np.float32).max))
+
+
+def r32(v: Fraction) -> Fraction:
+    """v rounded to binary32 (nearest even), FLT_MAX for what overflows (every NVFP4 step
+    caps at FLT_MAX)."""
+    out, _ = ref_round_fp8(v, REF_FORMATS["fp32"], "nearest_even", True, False)
+    return FLT_MAX if math.isinf(out) else Fraction(out)
+
+
+def ref_nvfp4(x32: np.ndarray, mode: str):
+    """(elements, block scales, tensor scale) of 1-D blocks of 16 along the last axis, the
+    steps of docs/block-scaled.md in Fractions."""
+    rows = [[Fraction(float(v)) for v in row] for row in np.atleast_2d(x32)]
+    amax = max((abs(v) for row in rows for v in row), default=Fraction(0))
+    g_enc = FLT_MAX if amax == 0 else r32(Fraction(448 * 6) / amax)
+    g_enc = Fraction(1) if g_enc == 0 else g_enc
+    g_dec = r32(1 / g_enc)
+    mult = r32(g_enc * r32(Fraction(1, 6)))
+    elements, scales = [], []
+    for row in rows:
+        for i in range(0, len(row), 16):
+            block = row[i:i + 16]
+            d = min(r32(max(abs(v) for v in block) * mult), Fraction(448))
+            e = Fraction(ref_round_fp8(d, REF_FORMATS["fp8_e4m3"], "nearest_even")[0])
+            p = r32(e * g_dec)
+            enc = FLT_MAX if p == 0 else min(r32(1 / p), FLT_MAX)
+            for v in block:
+                s = min(max(r32(v * enc), Fraction(-6)), Fraction(6))
+                elements.append(ref_round_small("fp4_e2m1", -0.0 if v < 0 and s == 0 else s,
+                                                mode, True, True)[0])
+            scales.append(float(e))
+    return elements, scales, float(g_dec)
+
+
+def nvfp4_inputs(rng):
+    yield rng.standard_normal((4, 64)).astype(np.float32)
+    x = rng.standard_normal((3, 48)).astype(np.float32)
+    x[1, 5] = 3.0e4  # one outlier: the other blocks' scales shrink
+    x[2, 16:32] = 0.0  # a zero block
+    x[0, :16] *= np.float32(1e-6)
+    yield x
+    yield (rng.standard_normal((2, 32)) * 1e-35).astype(np.float32)  # binary32 subnormals
+    yield (rng.standard_normal((2, 32)) * 1e30).astype(np.float32)
+    yield np.zeros((1, 16), np.float32)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nvfp4_against_the_exact_reference(mode):
+    for x in nvfp4_inputs(np.random.default_rng(8)):
+        q = fpsim.quantize(x, "nvfp4", rounding=mode)
+        elements, scales, tensor_scale = ref_nvfp4(x, mode)
+        assert q.tensor_scale == tensor_scale
+        assert same(q.scales.ravel(), scales), (mode, q.scales.ravel(), scales)
+        assert same(q.values.ravel(), elements), (mode, x)
+        deq = [e * s * tensor_scale for e, s in zip(elements, np.repeat(scales, 16),
+                                                     strict=True)]
+        assert same(fpsim.dequantize(q).ravel(), deq)
+        assert np.all(q.scale_bits < 0x80) and q.bits.max() < 16
+
+
+def test_nvfp4_columnwise_and_float64_input():
+    x = np.random.default_rng(9).standard_normal((32, 16))
+    cols = fpsim.quantize(x, "nvfp4", axis=0)
+    rows = fpsim.quantize(x.T.astype(np.float32), "nvfp4")
+    assert same(cols.values, rows.values.T) and same(cols.scales, rows.scales.T)
+    assert cols.tensor_scale == rows.tensor_scale  # float64 input is read as binary32
+
+
+def test_nvfp4_nan_and_infinity():
+    x = np.ones((2, 16), np.float32)
+    x[1, 3] = np.inf
+    q = fpsim.quantize(x, "nvfp4")
+    assert q.tensor_scale == 1.0  # 2688 / inf is 0, which TransformerEngine replaces by 1
+    assert q.scales.tolist() == [[0.171875], [448.0]]  # e4m3(1 / 6); clipped to 448
+    assert q.values[1, 3] == 6.0
+    x[1, 3] = np.nan
+    q = fpsim.quantize(x, "nvfp4")
+    assert np.all(np.isnan(q.scales)) and not q.values.any()
+    assert np.all(np.isnan(fpsim.dequantize(q)))
+    with pytest.raises(ValueError, match="known rules: transformer_engine"):
+        fpsim.quantize(x, "nvfp4", scale_rule="ocp")

@@ -13,7 +13,9 @@ from numpy.lib.array_utils import normalize_axis_index
 from fpsim._checks import boolean, integer
 from fpsim._inputs import as_float_array
 from fpsim.bits import to_bits
-from fpsim.quantize.scale_rules import SCALE_RULES, shared_exponents
+from fpsim.quantize.blocks import Blocks
+from fpsim.quantize.mx import scale_mx
+from fpsim.quantize.nvfp4 import scale_nvfp4
 from fpsim.quantize.schemes import Scheme, scheme
 from fpsim.rounding import round as round_to
 
@@ -24,7 +26,6 @@ __all__ = ["Quantized", "dequantize", "quantize"]
 
 Floats = npt.NDArray[np.float64]
 Codes = npt.NDArray[np.unsignedinteger[Any]]
-_TINY = 2.0**-1074
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +52,8 @@ class Quantized:
         The rule that chose the scales.
     rounding : str
         The rounding mode of the elements.
+    tensor_scale : float or None
+        NVFP4's binary32 decode scale for the whole tensor (None for the MX schemes).
 
     Examples
     --------
@@ -68,6 +71,7 @@ class Quantized:
     scale_bits: Codes
     scale_rule: str
     rounding: str
+    tensor_scale: float | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -91,25 +95,27 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
              random_bits: int | None = None, pad: bool = False) -> Quantized:
     """Quantize values in blocks along an axis, each block sharing one scale.
 
-    Every block of ``scheme.block`` consecutive elements along ``axis`` gets the scale
-    ``2**s`` its scale rule picks from the block's largest magnitude (amax), clamped to
-    the scale format's range; each element is ``x / 2**s`` (exact) rounded once to the
-    element format, saturating at its largest value (OCP MX v1.0 section 6.3).
-    ``docs/block-scaled.md`` states every rule.
+    Every block of ``scheme.block`` consecutive elements along ``axis`` gets a scale from
+    the block's largest magnitude (amax). MX: ``2**s`` by the scale rule, clamped to
+    E8M0's range; each element is ``x / 2**s`` (exact) rounded once to the element
+    format, saturating at its largest value (OCP MX v1.0 section 6.3). NVFP4: a UE4M3
+    scale per block of 16 and a binary32 scale for the tensor, computed in binary32 as
+    TransformerEngine does. ``docs/block-scaled.md`` states every rule.
 
     Parameters
     ----------
     x : array_like
         The values, taken exactly as ``fpsim.round`` takes them (host arrays).
     scheme_name : str or Scheme
-        ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"`` or
-        ``"mxfp4_e2m1"`` (``from fpsim.quantize import SCHEMES``).
+        ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
+        ``"mxfp4_e2m1"`` or ``"nvfp4"`` (``from fpsim.quantize import SCHEMES``).
     axis : int, default -1
         The axis along which the blocks run (rows: -1; columns of a matrix: 0).
     scale_rule : str, optional
         ``"ocp"`` (the scheme's default: ``floor(log2(amax)) - emax``), ``"ceil"``,
         ``"torchao_even"`` or ``"transformer_engine"``
-        (``from fpsim.quantize import SCALE_RULES``).
+        (``from fpsim.quantize import SCALE_RULES``); NVFP4 takes only its own,
+        ``"transformer_engine"``.
     rounding : str, default "nearest_even"
         The elements' rounding mode: any of ``fpsim.ROUNDING_MODES``.
     subnormals : bool, default True
@@ -148,8 +154,9 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     """
     sch = scheme(scheme_name)
     rule = sch.scale_rule if scale_rule is None else scale_rule
-    if not isinstance(rule, str) or rule not in SCALE_RULES:
-        raise ValueError(f"unknown scale_rule {rule!r}; known rules: {', '.join(SCALE_RULES)}")
+    if not isinstance(rule, str) or rule not in sch.rules:
+        raise ValueError(f"unknown scale_rule {rule!r} for {sch.name}; known rules: "
+                         f"{', '.join(sch.rules)}")
     pad = boolean(pad, "pad")
     axis = integer(axis, "axis")
     arr = np.asarray(as_float_array(x, "x"), dtype=np.float64)
@@ -158,37 +165,26 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     if n % size and not pad:
         raise ValueError(f"x has {n} elements along axis {ax}, not a multiple of the block "
                          f"of {size} of {sch.name}: pass pad=True for a shorter last block")
-    moved = np.moveaxis(arr, ax, -1)
-    count = -(-n // size)
-    padded = np.zeros((*moved.shape[:-1], count * size))
-    padded[..., :n] = moved
-    amax = np.max(np.abs(padded.reshape(*moved.shape[:-1], count, size)), axis=-1)  # NaN stays
-    fmt = sch.scale_format
-    s, nan = shared_exponents(amax, sch.element, rule, fmt.emin, fmt.emax)
-    s_each = np.repeat(s, size, axis=-1)[..., :n]
-    nan_each = np.repeat(nan, size, axis=-1)[..., :n]
-    scaled = np.ldexp(moved, -s_each)
-    # A scaled value that falls into binary64's subnormals (only where a scale was clamped
-    # at its top) is far below half of any element format's smallest subnormal: any tiny
-    # value of its sign rounds as it does, in every mode, stochastic included.
-    with np.errstate(invalid="ignore"):
-        lost = np.isfinite(moved) & (np.ldexp(scaled, s_each) != moved)
-    scaled = np.where(lost, np.copysign(_TINY, moved), scaled)
-    scaled = np.where(nan_each, 0.0, scaled)
+    blocks = Blocks(np.moveaxis(arr, ax, -1), size)
+    if sch.kind == "nvfp4":
+        scaled, per_block, tensor_scale = scale_nvfp4(blocks)
+    else:
+        (scaled, per_block), tensor_scale = scale_mx(blocks, sch, rule), None
     values = np.asarray(round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
                                  subnormals=subnormals, saturate=True, seed=seed,
                                  random_bits=random_bits), dtype=np.float64)
-    scales = np.moveaxis(np.where(nan, np.nan, np.ldexp(1.0, s)), -1, ax)
+    scales = np.moveaxis(per_block, -1, ax)
     return Quantized(scheme=sch, axis=ax, values=values,
                      bits=np.asarray(to_bits(values, sch.element)), scales=scales,
-                     scale_bits=np.asarray(to_bits(scales, fmt)), scale_rule=rule,
-                     rounding=rounding)
+                     scale_bits=np.asarray(to_bits(scales, sch.scale_format)),
+                     scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale)
 
 
 def dequantize(q: Quantized) -> Floats:
-    """The values a ``Quantized`` stands for: each element times its block's scale.
+    """The values a ``Quantized`` stands for: each element times its block's scale (times
+    the tensor's scale, NVFP4).
 
-    Exact: every element times every scale of the MX schemes is a binary64 value.
+    Exact: every such product of an element and its scales is a binary64 value.
 
     Parameters
     ----------
@@ -218,4 +214,6 @@ def dequantize(q: Quantized) -> Floats:
     each = np.repeat(q.scales, q.scheme.block, axis=q.axis)
     each = np.take(each, np.arange(n), axis=q.axis)
     out: Floats = q.values * each
+    if q.tensor_scale is not None:
+        out = out * q.tensor_scale
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fpsim.formats import PRESETS, Format
+from fpsim.quantize.scale_rules import SCALE_RULES
 
 __all__ = ["SCHEMES", "Scheme", "scheme"]
 
@@ -40,13 +41,16 @@ class Scheme:
     scale_format: Format
     block: int
     scale_rule: str
+    rules: tuple[str, ...]
+    kind: str
 
 
 def _mx(name: str, element: str) -> Scheme:
-    return Scheme(name, PRESETS[element], PRESETS["e8m0"], 32, "ocp")
+    return Scheme(name, PRESETS[element], PRESETS["e8m0"], 32, "ocp", tuple(SCALE_RULES), "mx")
 
 
-#: The schemes by name: the OCP MX v1.0 formats (blocks of 32, E8M0 scales).
+#: The schemes by name: the OCP MX v1.0 formats (blocks of 32, E8M0 scales) and NVFP4
+#: (blocks of 16, UE4M3 scales, a binary32 scale for the tensor).
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
@@ -55,6 +59,8 @@ SCHEMES: dict[str, Scheme] = {
         _mx("mxfp6_e2m3", "fp6_e2m3"),
         _mx("mxfp6_e3m2", "fp6_e3m2"),
         _mx("mxfp4_e2m1", "fp4_e2m1"),
+        Scheme("nvfp4", PRESETS["fp4_e2m1"], PRESETS["ue4m3"], 16, "transformer_engine",
+               ("transformer_engine",), "nvfp4"),
     )
 }
 
@@ -65,8 +71,9 @@ def scheme(name: str | Scheme) -> Scheme:
     Parameters
     ----------
     name : str or Scheme
-        ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"`` or
-        ``"mxfp4_e2m1"`` (case is ignored), or a ``Scheme``, returned as it is.
+        ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
+        ``"mxfp4_e2m1"`` or ``"nvfp4"`` (case is ignored), or a ``Scheme``, returned as
+        it is.
 
     Returns
     -------
