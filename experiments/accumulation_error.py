@@ -32,7 +32,7 @@ NAME = "accumulation_error"
 TITLE = "fp16 against fp32 accumulation"
 
 SIZES = tuple(2**k for k in range(17))
-TRIALS = {"quick": 16, "full": 64}
+TRIALS = {"quick": 16, "full": 64, "gpu": 64}
 ACCUMULATORS = {
     "fp16 sequential": dict(accum="fp16", order="sequential"),
     "fp16 pairwise": dict(accum="fp16", order="pairwise"),

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import fpsim
+from fpsim._device import transfer
 from fpsim.reproduce.ablations import ablation
 from fpsim.reproduce.figures import save, subplots
 from fpsim.reproduce.runs import train
@@ -47,10 +48,12 @@ def _collect(session: Session, name: str) -> dict:
                 loss = t.loss(trainer.model, batch)
                 loss.backward()
             acts, weights = gradients(loss, policy.compute)
-            kept["activation"] += [np.asarray(a, np.float64).ravel() for a in acts]
-            kept["weight"] += [np.asarray(w, np.float64).ravel() for w in weights]
+            kept["activation"] += [np.asarray(transfer(a, "cpu"), np.float64).ravel()
+                                   for a in acts]
+            kept["weight"] += [np.asarray(transfer(w, "cpu"), np.float64).ravel()
+                               for w in weights]
 
-    train(t, ablation("fp32"), 0, session.budget, on_step=look)
+    train(t, ablation("fp32"), 0, session.budget, on_step=look, device=session.device)
     result = dict(steps=sorted(at))
     for kind, values in kept.items():
         exps, counts, zeros = exponent_histogram(values, LO, HI)

@@ -19,7 +19,7 @@ from fpsim.reproduce.tasks import task
 NAME = "gradient_scale"
 TITLE = "Loss scaling as gradients shrink"
 # Gradients held 2**k times smaller, k < 0 (k = 0 is no_loss_scaling itself).
-EXPONENTS = {"quick": (-4, -8), "full": (-2, -4, -6, -8)}
+EXPONENTS = {"quick": (-4, -8), "full": (-2, -4, -6, -8), "gpu": (-2, -4, -6, -8)}
 
 
 def _policies(session: Session) -> list[tuple[int, str]]:

@@ -10,7 +10,8 @@ from fpsim.sweep.train import train as train_task
 
 
 def train(task: Task, ablation: Ablation, seed: int, budget: str = "quick", *,
-          on_step: Callable | None = None, progress: Callable[[int], None] | None = None) -> dict:
+          on_step: Callable | None = None, progress: Callable[[int], None] | None = None,
+          device: str = "cpu") -> dict:
     """Train ``task`` at ``budget`` under ``ablation`` from ``seed``: its run record.
 
     Parameters
@@ -22,14 +23,16 @@ def train(task: Task, ablation: Ablation, seed: int, budget: str = "quick", *,
     seed : int
         The run's seed.
     budget : str
-        ``"quick"`` or ``"full"``.
+        ``"quick"``, ``"full"`` or ``"gpu"``.
     on_step, progress : callable, optional
         As ``fpsim.sweep.train`` calls them.
+    device : {"cpu", "cuda"}
+        Where it trains.
 
     Returns
     -------
     dict
         The run record (see ``fpsim.sweep.train``).
     """
-    return train_task(task.for_sweep(budget), ablation, seed, on_step=on_step,
+    return train_task(task.for_sweep(budget, device), ablation, seed, on_step=on_step,
                       progress=progress)

@@ -18,6 +18,7 @@ from fpsim.sweep import Cache, Run, as_executor, train_missing
 from fpsim.sweep.cache import digest
 from fpsim.sweep.cluster import DaskExecutor
 from fpsim.sweep.provenance import identity
+from fpsim.sweep.task import gpu_identity
 
 RunSpec = tuple[str, str, int]  # (task, policy, seed)
 
@@ -109,9 +110,12 @@ class Session:
 
     def cached(self, study: str, config: dict, compute: Callable[[], dict]) -> dict:
         """A study's own computation, cached under ``config`` plus the budget, NumPy's
-        version and digests of fpsim's and the study's source (an edit recomputes)."""
+        version, digests of fpsim's and the study's source (an edit recomputes) and,
+        off the cpu, the device and GPU."""
         config = dict(config, **identity(), study=study, study_code=study_code(study),
                       budget=self.budget)
+        if self.device != "cpu":  # its training ran there
+            config.update(device=self.device, gpu=gpu_identity())
         result = self.cache.load("studies", config, study)
         if result is None:
             result = compute()
