@@ -326,3 +326,49 @@ def test_nvfp4_nan_and_infinity():
     assert np.all(np.isnan(fpsim.dequantize(q)))
     with pytest.raises(ValueError, match="known rules: transformer_engine"):
         fpsim.quantize(x, "nvfp4", scale_rule="ocp")
+
+
+# --- DeepSeek-V3's blockwise FP8 ---------------------------------------------------------
+def ref_blockwise(x32: np.ndarray, mode: str):
+    """(elements, scales) of 1x128 blocks along the last axis, in Fractions: s = amax / 448
+    and x / s, each rounded to binary32; a zero block keeps its zeros."""
+    elements, scales = [], []
+    for row in np.atleast_2d(x32).tolist():
+        for i in range(0, len(row), 128):
+            block = row[i:i + 128]
+            s = r32(max(abs(Fraction(v)) for v in block) / 448)
+            for v in block:
+                if s == 0:
+                    y = v if v == 0 else math.copysign(math.inf, v)
+                else:
+                    y = r32(Fraction(v) / s) if v else v
+                elements.append(ref_round_fp8(y, REF_FORMATS["fp8_e4m3"], mode, True, True)[0])
+            scales.append(float(s))
+    return elements, scales
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_blockwise_fp8_against_the_exact_reference(mode):
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((3, 256)) * np.logspace(-30, 30, 3)[:, None]).astype(np.float32)
+    x[0, 128:] = 0.0
+    x[1, :128] = np.float32(2.0**-149) * rng.integers(-3, 4, 128)  # amax / 448 is 0
+    q = fpsim.quantize(x, "fp8_block1x128", rounding=mode)
+    elements, scales = ref_blockwise(x, mode)
+    assert same(q.scales.ravel(), scales)
+    assert same(q.values.ravel(), elements), mode
+    assert same(fpsim.dequantize(q).ravel(),
+                [e * s for e, s in zip(elements, np.repeat(scales, 128), strict=True)])
+    assert q.scale_bits.dtype == np.uint32
+
+
+def test_blockwise_fp8_nan_and_infinity_follow_the_kernel():
+    x = np.ones((2, 128), np.float32)
+    x[0, 3], x[1, 5] = np.nan, np.inf
+    q = fpsim.quantize(x, "fp8_block1x128")
+    assert np.isnan(q.scales[0, 0]) and np.all(np.isnan(q.values[0]))
+    assert q.scales[1, 0] == np.inf and np.isnan(q.values[1, 5])  # inf / inf
+    assert not q.values[1, :5].any()  # 1 / inf
+    assert np.all(np.isnan(fpsim.dequantize(q)))
+    with pytest.raises(ValueError, match="not a multiple of the block of 128"):
+        fpsim.quantize(np.ones(130), "fp8_block1x128")

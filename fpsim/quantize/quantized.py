@@ -14,6 +14,7 @@ from fpsim._checks import boolean, integer
 from fpsim._inputs import as_float_array
 from fpsim.bits import to_bits
 from fpsim.quantize.blocks import Blocks
+from fpsim.quantize.blockwise import scale_blockwise
 from fpsim.quantize.mx import scale_mx
 from fpsim.quantize.nvfp4 import scale_nvfp4
 from fpsim.quantize.schemes import Scheme, scheme
@@ -44,8 +45,8 @@ class Quantized:
         The elements' encodings in ``scheme.element``.
     scales : numpy.ndarray of float64
         Each block's scale: the input's shape with ``axis`` cut to the number of blocks
-        (the last one shorter where the axis is not a multiple of the block); NaN for a
-        block with a NaN or an infinity.
+        (the last one shorter where the axis is not a multiple of the block); NaN for an
+        MX block with a NaN or an infinity (``docs/block-scaled.md`` for each scheme).
     scale_bits : numpy.ndarray of unsigned integers
         The scales' encodings in ``scheme.scale_format``.
     scale_rule : str
@@ -100,7 +101,8 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     E8M0's range; each element is ``x / 2**s`` (exact) rounded once to the element
     format, saturating at its largest value (OCP MX v1.0 section 6.3). NVFP4: a UE4M3
     scale per block of 16 and a binary32 scale for the tensor, computed in binary32 as
-    TransformerEngine does. ``docs/block-scaled.md`` states every rule.
+    TransformerEngine does. Blockwise FP8: a binary32 scale ``amax / 448`` per block of
+    128, as DeepSeek-V3's kernels compute it. ``docs/block-scaled.md`` states every rule.
 
     Parameters
     ----------
@@ -108,14 +110,15 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         The values, taken exactly as ``fpsim.round`` takes them (host arrays).
     scheme_name : str or Scheme
         ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
-        ``"mxfp4_e2m1"`` or ``"nvfp4"`` (``from fpsim.quantize import SCHEMES``).
+        ``"mxfp4_e2m1"``, ``"nvfp4"`` or ``"fp8_block1x128"`` (``from fpsim.quantize
+        import SCHEMES``).
     axis : int, default -1
         The axis along which the blocks run (rows: -1; columns of a matrix: 0).
     scale_rule : str, optional
         ``"ocp"`` (the scheme's default: ``floor(log2(amax)) - emax``), ``"ceil"``,
         ``"torchao_even"`` or ``"transformer_engine"``
-        (``from fpsim.quantize import SCALE_RULES``); NVFP4 takes only its own,
-        ``"transformer_engine"``.
+        (``from fpsim.quantize import SCALE_RULES``); NVFP4 and blockwise FP8 take only
+        their own (``"transformer_engine"``, ``"deepseek_v3"``).
     rounding : str, default "nearest_even"
         The elements' rounding mode: any of ``fpsim.ROUNDING_MODES``.
     subnormals : bool, default True
@@ -168,6 +171,8 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     blocks = Blocks(np.moveaxis(arr, ax, -1), size)
     if sch.kind == "nvfp4":
         scaled, per_block, tensor_scale = scale_nvfp4(blocks)
+    elif sch.kind == "blockwise":
+        (scaled, per_block), tensor_scale = scale_blockwise(blocks), None
     else:
         (scaled, per_block), tensor_scale = scale_mx(blocks, sch, rule), None
     values = np.asarray(round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
@@ -213,7 +218,8 @@ def dequantize(q: Quantized) -> Floats:
     n = q.values.shape[q.axis]
     each = np.repeat(q.scales, q.scheme.block, axis=q.axis)
     each = np.take(each, np.arange(n), axis=q.axis)
-    out: Floats = q.values * each
+    with np.errstate(invalid="ignore"):  # 0 times an infinite scale: NaN, as the kernels
+        out: Floats = q.values * each
     if q.tensor_scale is not None:
         out = out * q.tensor_scale
     return out

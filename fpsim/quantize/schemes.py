@@ -49,8 +49,9 @@ def _mx(name: str, element: str) -> Scheme:
     return Scheme(name, PRESETS[element], PRESETS["e8m0"], 32, "ocp", tuple(SCALE_RULES), "mx")
 
 
-#: The schemes by name: the OCP MX v1.0 formats (blocks of 32, E8M0 scales) and NVFP4
-#: (blocks of 16, UE4M3 scales, a binary32 scale for the tensor).
+#: The schemes by name: the OCP MX v1.0 formats (blocks of 32, E8M0 scales), NVFP4
+#: (blocks of 16, UE4M3 scales, a binary32 scale for the tensor) and DeepSeek-V3's
+#: blockwise FP8 in 1x128 blocks (binary32 scales).
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
@@ -61,6 +62,8 @@ SCHEMES: dict[str, Scheme] = {
         _mx("mxfp4_e2m1", "fp4_e2m1"),
         Scheme("nvfp4", PRESETS["fp4_e2m1"], PRESETS["ue4m3"], 16, "transformer_engine",
                ("transformer_engine",), "nvfp4"),
+        Scheme("fp8_block1x128", PRESETS["fp8_e4m3"], PRESETS["fp32"], 128, "deepseek_v3",
+               ("deepseek_v3",), "blockwise"),
     )
 }
 
@@ -72,8 +75,8 @@ def scheme(name: str | Scheme) -> Scheme:
     ----------
     name : str or Scheme
         ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
-        ``"mxfp4_e2m1"`` or ``"nvfp4"`` (case is ignored), or a ``Scheme``, returned as
-        it is.
+        ``"mxfp4_e2m1"``, ``"nvfp4"`` or ``"fp8_block1x128"`` (case is ignored), or a
+        ``Scheme``, returned as it is.
 
     Returns
     -------
