@@ -190,3 +190,19 @@ def test_the_other_rules_differ_as_documented(key):
     spread = np.isinf(theirs) & np.isfinite(mine)
     zero = (theirs == 0) & ~np.signbit(theirs) & (mine == 0) & np.signbit(mine)
     assert (diff == (spread | zero)).all(), key
+
+
+@pytest.mark.parametrize("arch", sorted(ABOUT["fp32_mfma"]))
+def test_amd_fp32_mfma_is_fpsims_fp32_accumulation(arch, backend_name):
+    """AMD's fp32 mfma (CDNA1-3) is a chain of fp32 FMAs in MMA-Sim (no block FMA):
+    fpsim.matmul's default, c then each exact product added in k order and rounded to
+    nearest even, gives its outputs bit for bit, zero signs included."""
+    data = records()[0]
+    a, b, c = (np.asarray(data[f"fp32_{x}"], np.float64) for x in "abc")
+    got = fpsim.matmul(a[:, None, :], b[:, :, None], c=c[:, None, None], accum="fp32")
+    mine = np.asarray(got, np.float32).reshape(-1)
+    theirs = data[f"{arch}_fp32_chained"].view(np.float32)
+    bad = np.flatnonzero(~same(mine, theirs))
+    assert bad.size == 0, (arch, bad[:5], mine[bad[:5]], theirs[bad[:5]])
+    # The recording reaches zeros of both signs and infinities.
+    assert (np.signbit(theirs) & (theirs == 0)).any() and np.isinf(theirs).any()

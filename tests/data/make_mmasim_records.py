@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from mmasim.amd import MFMA
 from mmasim.nv_ptx import MMA, WGMMA, TCGen05MMA
 
 K = 64
@@ -34,7 +35,10 @@ CLASSES = ("random", "wide", "cancel", "subnormal", "nonfinite", "absorb", "zero
            "overflow", "underflow")
 # format -> (fraction bits, emin, emax)
 FORMATS = {"fp16": (10, -14, 15), "bf16": (7, -126, 127), "tf32": (10, -126, 127),
-           "fp8_e4m3": (3, -6, 8), "fp8_e5m2": (2, -14, 15)}
+           "fp8_e4m3": (3, -6, 8), "fp8_e5m2": (2, -14, 15), "fp32": (23, -126, 127)}
+# AMD's fp32 mfma (MMA-Sim: a chain of fp32 FMAs, mmasim/arithmetic/fma.py) per CDNA
+# architecture; fpsim.matmul's sequential fp32 accumulation with exact products.
+FP32_MFMA = {"CDNA1": "f32_16x16x4f32", "CDNA2": "f32_16x16x4f32", "CDNA3": "f32_16x16x4_f32"}
 TORCH_FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 # (preset, input format) -> (MMA-Sim architecture, instruction)
 INSTRUCTIONS = {
@@ -82,6 +86,8 @@ def to_format(x: np.ndarray, fmt: str) -> torch.Tensor:
         return t.to(torch.float16)
     if fmt in TORCH_FP8:
         return t.to(torch.float32).to(TORCH_FP8[fmt])
+    if fmt == "fp32":
+        return t.to(torch.float32)
     if fmt == "bf16":
         return t.to(torch.float32).to(torch.bfloat16)
     bits = t.to(torch.float32).view(torch.int32)
@@ -160,7 +166,7 @@ def main() -> None:
         a = to_format(np.concatenate([p[0] for p in parts]), fmt)
         b = to_format(np.concatenate([p[1] for p in parts]), fmt)
         c = torch.from_numpy(np.concatenate([p[2] for p in parts])).to(torch.float32)
-        if fmt == "tf32":
+        if fmt in ("tf32", "fp32"):
             out[f"{fmt}_a"], out[f"{fmt}_b"] = a.numpy(), b.numpy()
         elif fmt not in TORCH_FP8:
             out[f"{fmt}_a"] = a.view(torch.int16).numpy().view(np.uint16)
@@ -197,12 +203,17 @@ def main() -> None:
                         np.uint32 if d_fmt == "fp32" else np.uint16)
                 fp8[key] = {"preset": preset, "a": fa, "b": fb, "output": d_fmt,
                             "block": block, "instruction": [arch, mma.shape_and_type]}
+    a, b, c = (out[f"fp32_{x}"] for x in "abc")
+    for arch, suffix in FP32_MFMA.items():
+        d = MFMA(arch, suffix).dpa(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c))
+        out[f"{arch}_fp32_chained"] = d.view(torch.int32).numpy().view(np.uint32)
     out["about"] = np.array(json.dumps({
         "mmasim": version("mmasim"), "torch": version("torch"), "K": K,
         "per_class": PER_CLASS, "classes": CLASSES, "blocks": {
             f"{p}_{f}": n for (p, f), n in BLOCK.items()},
         "instructions": {f"{p}_{f}": list(v) for (p, f), v in INSTRUCTIONS.items()},
         "fp8": fp8,
+        "fp32_mfma": FP32_MFMA,
     }))
     np.savez_compressed(Path(__file__).with_name("mmasim_records.npz"), **out)
 
