@@ -6,10 +6,12 @@ first imported)::
 
     NUMBA_ENABLE_CUDASIM=1 python tests/compare_training_sim.py OUT [STEPS]
 
-It writes OUT/results.json, results.md and ulp_histograms.png and prints one line a model:
-``RUN name verdict``. The stand-in's float16 matmul is NumPy's float32 product rounded to
-float16, not a tensor core's, so the runs part there at the products. The simulator runs
-each kernel thread as Python: keep STEPS small (default 2).
+It runs ``fpsim compare --suite training --out OUT --steps STEPS`` (the command's own
+``main``) with the models' hidden width 4 and batches of 8, which writes OUT/results.json,
+results.md and ulp_histograms.png, its progress to stderr and a verdict a model to
+stdout. The stand-in's float16 matmul is NumPy's float32 product rounded to float16, not
+a tensor core's, and its sums are NumPy's. The simulator runs each kernel thread as
+Python: keep STEPS small (default 2).
 """
 
 from __future__ import annotations
@@ -23,17 +25,21 @@ import fake_cupy  # noqa: E402
 
 sys.modules["cupy"] = fake_cupy  # what fpsim imports as CuPy
 
-from fpsim.compare import training  # noqa: E402
+from fpsim.compare import command, training  # noqa: E402
+
+_models = training.models
+
+
+def tiny(hidden: int | None = None, batch: int | None = None) -> list:
+    """The suite's models at the simulator's sizes."""
+    return _models(hidden or 4, batch or 8)
 
 
 def main() -> int:
-    out = Path(sys.argv[1])
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    for run in training.run(steps, 0, out=out, hidden=4, batch=8):
-        print(f"RUN {run.model} {run.verdict}", flush=True)
-        for source in run.sources:
-            print(f"  SOURCE {source}", flush=True)
-    return 0
+    out = sys.argv[1]
+    steps = sys.argv[2] if len(sys.argv) > 2 else "2"
+    training.models = tiny
+    return command.main(["--suite", "training", "--out", out, "--steps", steps])
 
 
 if __name__ == "__main__":

@@ -112,22 +112,25 @@ def test_first_part_and_the_verdict():
 def test_a_run_as_records_tables_and_json():
     steps = _steps([1.0, 0.5], [1.0, 1.25])
     final = fpsim.compare.compare_bits(np.array([1, 2]), np.array([1, 3]), "fp32")
-    source = T.Source("backward", "matmul", T.PRODUCT, (2, 3), 4, 7.0, "a note")
+    source = T.Source("backward", "matmul", T.PRODUCT, (2, 3), 4, 7.0, "a note", 2)
     run = T.TrainingRun("tiny", "a tiny model", False, "native_fp16", "mixed,model=H100",
-                        steps, (source,), 2, final)
+                        steps, (source,), (2,), final)
     record = run.record()
     assert record.name == "training tiny" and record.verdict == "differs: 1 of 2, max 1 ulp"
     doc = run.as_dict()
     assert doc["first_weights_part"] == 2 and doc["first_loss_part"] == 2
     assert doc["sources"][0] == dict(phase="backward", op="matmul", kind=T.PRODUCT,
-                                     shape=[2, 3], differ=4, max_ulp=7.0, note="a note")
+                                     shape=[2, 3], differ=4, max_ulp=7.0, note="a note",
+                                     step=2)
+    assert doc["replayed"] == [2]
     assert doc["steps"][1]["loss_difference"] == 0.25
     json.dumps(doc, allow_nan=False)
     text = training_markdown([run])
     assert "| tiny | no | 2 | 2 | 2 | 50.00% | 2 | 0 | product: split-K or block model " \
            "(matmul, backward) |" in text
-    assert ("- product: split-K or block model: matmul (backward, 4 of 6 differ, max 7 ulp); "
-            "a note") in text
+    assert ("Where the runs part at step 2 (replayed from its identical starting weights):"
+            "\n\n- product: split-K or block model: matmul (backward, 4 of 6 differ, max 7 "
+            "ulp); a note\n") in text
     assert "| 2 | 50.00% | 2 | 0 | 1 | 1.25 | 0.25 | 8 | 8 |" in text
     assert T.TrainingRun("x", "", True, "n", "e", steps).record().skipped == "no steps"
 
@@ -304,8 +307,15 @@ def test_the_suite_under_the_simulator(tmp_path):
                              str(tmp_path), "2"], env=env, capture_output=True, text=True,
                             cwd=ROOT, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    runs = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("RUN ")]
-    assert runs == [m.name for m in T.models()]
+    names = [m.name for m in T.models()]
+    out = result.stdout.splitlines()
+    assert out[0] == (f"wrote {tmp_path / 'results.json'}, {tmp_path / 'results.md'}, "
+                      f"{tmp_path / 'ulp_histograms.png'}") and out[1] == ""
+    runs = [line.split()[0] for line in out[2:]]
+    assert runs == names
+    err = result.stderr
+    assert "fpsim compare --suite training, 2 steps, seed 0" in err
+    assert all(f"  {n}: " in err for n in names) and "    step 1: " in err
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["suite"] == "training" and doc["steps"] == 2
     assert "fake_cupy (CUDA simulator)" in doc["machine"]
@@ -318,7 +328,7 @@ def test_the_suite_under_the_simulator(tmp_path):
     # The digits MLP: the stand-in's sums (NumPy's pairwise order) are not the backend's
     # sequential ones, so cross_entropy's forward is a reduction-order source.
     digits = by_name["digits_mlp"]
-    assert digits["parted_at"] == 1
+    assert digits["replayed"] == [1]
     assert ("forward", "cross_entropy", T.REDUCTION) in [
         (s["phase"], s["op"], s["kind"]) for s in digits["sources"]]
     text = (tmp_path / "results.md").read_text()
@@ -345,3 +355,49 @@ def test_the_modules_examples_run():
 
     result = doctest.testmod(T, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_one_policy_twice_trains_identically(monkeypatch):
+    """Both runs under the emulated policy (on the CPU): identical at every step."""
+    monkeypatch.setattr(T, "NATIVE", "mixed,model=H100")
+    spec = T.models(hidden=4, batch=8)[1]
+    run = T.train_and_compare(spec, fpsim.hw.H100, steps=3, device="cpu")
+    assert run.verdict == "identical over 3 steps" and run.sources == () and run.replayed == ()
+    assert [(s.identical, s.max_ulp, s.loss_difference) for s in run.steps] == [(1.0, 0, 0)] * 3
+    assert run.record().verdict == "identical"
+
+
+def test_products_of_another_order_are_found_at_the_first_step(monkeypatch):
+    """fp32 accumulation in sequence (rounded to nearest) against the H100 block model
+    (truncating): the runs part at step 1, first at a forward product."""
+    monkeypatch.setattr(T, "NATIVE", "mixed,order=sequential")
+    spec = T.models(hidden=8, batch=16)[1]
+    run = T.train_and_compare(spec, fpsim.hw.H100, steps=2, device="cpu")
+    assert T.first_part(run.steps) == 1 and run.replayed == (1,)
+    first = run.sources[0]
+    assert (first.step, first.phase, first.op, first.kind) == (1, "forward", "matmul",
+                                                                T.PRODUCT)
+    assert first.note.startswith("H100 block FMA in one pass: ")
+    assert run.steps[-1].identical < 1.0
+
+
+def test_an_operation_whose_output_and_backward_differ_is_named_twice():
+    """tanh's output differs (forward) and so does the gradient its backward sends, from
+    identical inputs and an identical upstream gradient: a forward and a backward
+    source at the same operation (an output that differs does not hide its backward)."""
+    native, emulated = _graph(), _graph()
+    tanh, add = _node(native, "tanh"), _node(native, "add")
+    tanh.data = _plant(tanh.data, (0, 0), 1)
+    real = tanh._backward
+
+    def perturbed(g):
+        (raw,) = real(g)
+        raw = np.array(raw)
+        raw[2, 1] += 1e-3
+        return (raw,)
+
+    tanh._backward = perturbed
+    add.grad = _plant(add.grad, (2, 1), 3)
+    sources = T.walk(native, emulated)
+    assert [(s.phase, s.op, s.kind, s.max_ulp) for s in sources] == [
+        ("forward", "tanh", T.TRANSCENDENTAL, 1.0), ("backward", "tanh", T.ELEMENTWISE, 3.0)]

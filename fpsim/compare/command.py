@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from fpsim._checks import output_folder
 from fpsim.compare.cases import Record
@@ -68,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     sized = f"{args.steps} steps" if args.suite == "training" else f"size {args.size}"
     print(f"{parser.prog} --suite {args.suite}, {sized}, seed {args.seed}",
           file=sys.stderr, flush=True)
-    records = run(args.suite, size=args.size, seed=args.seed, out=out, progress=progress,
-                  steps=args.steps)
+    if args.suite == "training":
+        return _training(args.steps, args.seed, out)
+    records = run(args.suite, size=args.size, seed=args.seed, out=out, progress=progress)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, "
           f"{out / 'ulp_histograms.png'}\n")
     print(verdicts(records), flush=True)
@@ -77,4 +79,22 @@ def main(argv: list[str] | None = None) -> int:
         if record.name == "gpu suite" and record.skipped:
             print(f"{parser.prog}: the GPU suite did not run: {record.skipped}",
                   file=sys.stderr)
+    return 0
+
+
+def _training(steps: int, seed: int, out: Path) -> int:
+    """The training suite: each model's verdict and sources on stderr as it ends, the
+    files written and a verdict a model on stdout."""
+    from fpsim.compare import training
+
+    def progress(r: training.TrainingRun) -> None:
+        print(f"  {r.model}: {r.verdict}", file=sys.stderr, flush=True)
+        for source in r.sources:
+            print(f"    step {source.step}: {source}", file=sys.stderr, flush=True)
+
+    runs = training.run(steps, seed, out=out, progress=progress)
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'}, "
+          f"{out / 'ulp_histograms.png'}\n")
+    width = max(len(r.model) for r in runs)
+    print("\n".join(f"{r.model:{width}}  {r.verdict}" for r in runs), flush=True)
     return 0

@@ -96,13 +96,15 @@ def training_markdown(runs: Sequence[TrainingRun]) -> str:
                      f"{share(last.identical)} | {_ulp(last.max_ulp)} | "
                      f"{_ulp(last.median_ulp)} | {first} |")
     for r in runs:
-        lines += ["", f"### {r.model}", "", f"{r.description}. Native: `{r.native}`; "
+        lines += ["", f"### {r.model}", "", f"{r.description[:1].upper()}"
+                  f"{r.description[1:]}. Native: `{r.native}`; "
                   f"emulated: `{r.emulated}`; dynamic loss scaling; the parameters compared "
                   f"in {r.params.name}. Verdict: {r.verdict}.", ""]
-        if r.sources:
-            lines += [f"Where the runs part (step {r.parted_at}, replayed from its "
-                      "identical starting weights):", ""]
-            lines += [f"- {s}" for s in r.sources]
+        for step in r.replayed:
+            found = [s for s in r.sources if s.step == step]
+            lines += [f"Where the runs part at step {step} (replayed from its identical "
+                      "starting weights):", ""]
+            lines += [f"- {s}" for s in found] or ["- no operation: the graphs agree"]
             lines.append("")
         lines += ["| step | identical | max ulp | median ulp | loss native | loss emulated | "
                   "difference | scale native | scale emulated |",

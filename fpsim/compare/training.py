@@ -272,6 +272,8 @@ class Source:
         Their largest distance, in ulp of its format.
     note : str, default ""
         What else was found (for a product: whether a split-K slicing explains it).
+    step : int, default 0
+        The training step replayed to find it (0: none).
     """
 
     phase: str
@@ -281,6 +283,7 @@ class Source:
     differ: int
     max_ulp: float
     note: str = ""
+    step: int = 0
 
     def __str__(self) -> str:
         text = (f"{self.kind}: {self.op} ({self.phase}, {self.differ} of "
@@ -385,9 +388,9 @@ def walk(native: Tensor, emulated: Tensor, preset: Any = None) -> list[Source]:
 
     Walks both autograd graphs in step: forward, each operation whose output differs
     while its inputs do not; backward (from the loss), each tensor whose gradient
-    differs while the operations it feeds have identical outputs, inputs and
-    gradients: the one of them whose backward sent a different gradient (recomputed),
-    or the accumulation of the gradients. Products are checked against ``preset``'s
+    differs while the operations it feeds have identical inputs and gradients: the one
+    of them whose backward sent a different gradient (recomputed), or the accumulation
+    of the gradients. Products are checked against ``preset``'s
     block model and its split-K slicings (``explain_product``) when it is given. A cast
     to the format its input already has (native arithmetic re-typing a product) is
     passed over.
@@ -467,8 +470,8 @@ def walk(native: Tensor, emulated: Tensor, preset: Any = None) -> list[Source]:
     for i in reversed(range(len(gn))):
         if same_grad(i) or not consumers[i]:
             continue
-        if not all(same_grad(c) and _identical(fwd[c]) and
-                   all(_identical(fwd[j]) for j in parents[c]) for c in consumers[i]):
+        if not all(same_grad(c) and all(_identical(fwd[j]) for j in parents[c])
+                   for c in consumers[i]):
             continue  # a consequence of a difference upstream of it
         g = grads[i]
         if isinstance(g, bool) or g is None:  # a gradient on one side only
@@ -655,10 +658,11 @@ class TrainingRun:
     steps : tuple of StepComparison
         Every step.
     sources : tuple of Source
-        At the first step where the runs part (weights or loss): the operations where
-        they part; empty when they never do.
-    parted_at : int or None
-        The step whose ``sources`` were found.
+        At the first step whose loss parts and the first whose weights part (while the
+        weights before it are identical): the operations where the runs part; empty
+        when they never do.
+    replayed : tuple of int
+        Those steps.
     final : Comparison, optional
         The parameters after the last step, compared (``Record``'s histogram).
     params : Format, default fp32
@@ -672,7 +676,7 @@ class TrainingRun:
     emulated: str
     steps: tuple[StepComparison, ...]
     sources: tuple[Source, ...] = ()
-    parted_at: int | None = None
+    replayed: tuple[int, ...] = ()
     final: Comparison | None = None
     params: Format = field(default_factory=lambda: as_format("fp32"))
 
@@ -711,7 +715,7 @@ class TrainingRun:
                     native=self.native, emulated=self.emulated, verdict=self.verdict,
                     first_weights_part=first_part(self.steps),
                     first_loss_part=first_part(self.steps, "losses"),
-                    parted_at=self.parted_at, sources=[s.as_dict() for s in self.sources],
+                    replayed=list(self.replayed), sources=[s.as_dict() for s in self.sources],
                     steps=[s.as_dict() for s in self.steps])
 
 
@@ -766,12 +770,13 @@ def train_and_compare(spec: TrainingModel, preset: Any, steps: int = DEFAULT_STE
         runs[label] = (model, trainer, opt.params)
     fmt = runs["native"][1].policy.params
     results: list[StepComparison] = []
-    sources: tuple[Source, ...] = ()
-    parted_at = None
+    sources: list[Source] = []
+    replayed: list[int] = []
+    losses_parted = weights_parted = False
     final = None
     for step, batch in enumerate(batches, start=1):
         here = _on_device(batch, device)
-        before = [host(p.data) for p in runs["native"][2]] if parted_at is None else []
+        before = [] if weights_parted else [host(p.data) for p in runs["native"][2]]
         reports = {label: trainer.step(lambda m=model, b=here: spec.loss(m, b))
                    for label, (model, trainer, _) in runs.items()}
         native_p, emulated_p = runs["native"][2], runs["emulated"][2]
@@ -779,15 +784,23 @@ def train_and_compare(spec: TrainingModel, preset: Any, steps: int = DEFAULT_STE
                               fmt, (reports["native"].loss, reports["emulated"].loss),
                               (reports["native"].loss_scale, reports["emulated"].loss_scale))
         results.append(result)
-        if parted_at is None and (result.weights_part or result.losses_part):
-            parted_at = step
-            sources = tuple(replay(runs, spec, here, before, result.scale_native, preset,
-                                   result.weights_part))
+        # The first step whose loss parts and the first whose weights part, each replayed
+        # while the weights before it are still identical.
+        new = (result.losses_part and not losses_parted) or \
+            (result.weights_part and not weights_parted)
+        if new and not weights_parted:
+            found = replay(runs, spec, here, before, result.scale_native, preset,
+                           result.weights_part)
+            sources += [dataclasses.replace(s, step=step) for s in found]
+            replayed.append(step)
+        losses_parted |= result.losses_part
+        weights_parted |= result.weights_part
         final = compare_values(np.concatenate([host(p.data).ravel() for p in native_p]),
                                np.concatenate([host(p.data).ravel() for p in emulated_p]),
                                fmt)
     return TrainingRun(spec.name, spec.description, spec.modelled, policies["native"],
-                       policies["emulated"], tuple(results), sources, parted_at, final, fmt)
+                       policies["emulated"], tuple(results), tuple(sources), tuple(replayed),
+                       final, fmt)
 
 
 def replay(runs: dict[str, tuple[Any, Any, list[Any]]], spec: TrainingModel, batch: Batch,
