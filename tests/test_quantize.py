@@ -254,28 +254,39 @@ def r32(v: Fraction) -> Fraction:
     return FLT_MAX if math.isinf(out) else Fraction(out)
 
 
-def ref_nvfp4(x32: np.ndarray, mode: str):
-    """(elements, block scales, tensor scale) of 1-D blocks of 16 along the last axis, the
-    steps of docs/block-scaled.md in Fractions."""
-    rows = [[Fraction(float(v)) for v in row] for row in np.atleast_2d(x32)]
-    amax = max((abs(v) for row in rows for v in row), default=Fraction(0))
+def tiles(x: np.ndarray, rows: int, cols: int):
+    """Each block's flat indices into x (2-D): 1 x cols blocks along the rows, or tiles."""
+    m, n = x.shape
+    for i in range(0, m, rows):
+        for j in range(0, n, cols):
+            yield [r * n + c for r in range(i, min(i + rows, m))
+                   for c in range(j, min(j + cols, n))]
+
+
+def ref_nvfp4(x32: np.ndarray, mode: str, rows: int = 1):
+    """(elements, block scales, tensor scale): 16-wide blocks (16x16 tiles with rows=16),
+    the steps of docs/block-scaled.md in Fractions; elements in x's C order, scales in
+    block order."""
+    x2 = np.atleast_2d(x32)
+    flat = [Fraction(float(v)) for v in x2.ravel()]
+    amax = max((abs(v) for v in flat), default=Fraction(0))
     g_enc = FLT_MAX if amax == 0 else r32(Fraction(448 * 6) / amax)
     g_enc = Fraction(1) if g_enc == 0 else g_enc
     g_dec = r32(1 / g_enc)
     mult = r32(g_enc * r32(Fraction(1, 6)))
-    elements, scales = [], []
-    for row in rows:
-        for i in range(0, len(row), 16):
-            block = row[i:i + 16]
-            d = min(r32(max(abs(v) for v in block) * mult), Fraction(448))
-            e = Fraction(ref_round_fp8(d, REF_FORMATS["fp8_e4m3"], "nearest_even")[0])
-            p = r32(e * g_dec)
-            enc = FLT_MAX if p == 0 else min(r32(1 / p), FLT_MAX)
-            for v in block:
-                s = min(max(r32(v * enc), Fraction(-6)), Fraction(6))
-                elements.append(ref_round_small("fp4_e2m1", -0.0 if v < 0 and s == 0 else s,
-                                                mode, True, True)[0])
-            scales.append(float(e))
+    elements: list[float] = [0.0] * len(flat)
+    scales = []
+    for idx in tiles(x2, rows, 16):
+        d = min(r32(max(abs(flat[i]) for i in idx) * mult), Fraction(448))
+        e = Fraction(ref_round_fp8(d, REF_FORMATS["fp8_e4m3"], "nearest_even")[0])
+        p = r32(e * g_dec)
+        enc = FLT_MAX if p == 0 else min(r32(1 / p), FLT_MAX)
+        for i in idx:
+            v = flat[i]
+            s = min(max(r32(v * enc), Fraction(-6)), Fraction(6))
+            elements[i] = ref_round_small("fp4_e2m1", -0.0 if v < 0 and s == 0 else s,
+                                          mode, True, True)[0]
+        scales.append(float(e))
     return elements, scales, float(g_dec)
 
 
@@ -329,21 +340,23 @@ def test_nvfp4_nan_and_infinity():
 
 
 # --- DeepSeek-V3's blockwise FP8 ---------------------------------------------------------
-def ref_blockwise(x32: np.ndarray, mode: str):
-    """(elements, scales) of 1x128 blocks along the last axis, in Fractions: s = amax / 448
-    and x / s, each rounded to binary32; a zero block keeps its zeros."""
-    elements, scales = [], []
-    for row in np.atleast_2d(x32).tolist():
-        for i in range(0, len(row), 128):
-            block = row[i:i + 128]
-            s = r32(max(abs(Fraction(v)) for v in block) / 448)
-            for v in block:
-                if s == 0:
-                    y = v if v == 0 else math.copysign(math.inf, v)
-                else:
-                    y = r32(Fraction(v) / s) if v else v
-                elements.append(ref_round_fp8(y, REF_FORMATS["fp8_e4m3"], mode, True, True)[0])
-            scales.append(float(s))
+def ref_blockwise(x32: np.ndarray, mode: str, rows: int = 1):
+    """(elements, scales) of 1x128 blocks (128x128 tiles with rows=128), in Fractions:
+    s = amax / 448 and x / s, each rounded to binary32; a zero block keeps its zeros."""
+    x2 = np.atleast_2d(x32)
+    flat = x2.ravel().tolist()
+    elements: list[float] = [0.0] * len(flat)
+    scales = []
+    for idx in tiles(x2, rows, 128):
+        s = r32(max(abs(Fraction(flat[i])) for i in idx) / 448)
+        for i in idx:
+            v = flat[i]
+            if s == 0:
+                y = v if v == 0 else math.copysign(math.inf, v)
+            else:
+                y = r32(Fraction(v) / s) if v else v
+            elements[i] = ref_round_fp8(y, REF_FORMATS["fp8_e4m3"], mode, True, True)[0]
+        scales.append(float(s))
     return elements, scales
 
 
@@ -372,3 +385,30 @@ def test_blockwise_fp8_nan_and_infinity_follow_the_kernel():
     assert np.all(np.isnan(fpsim.dequantize(q)))
     with pytest.raises(ValueError, match="not a multiple of the block of 128"):
         fpsim.quantize(np.ones(130), "fp8_block1x128")
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up"])
+def test_tiles_of_the_last_two_axes_against_the_exact_reference(mode):
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((32, 48)) * np.logspace(-3, 3, 48)).astype(np.float32)
+    x[16:, :16] = 0.0  # a zero tile
+    q = fpsim.quantize(x, "nvfp4_16x16", rounding=mode)
+    elements, scales, tensor_scale = ref_nvfp4(x, mode, rows=16)
+    assert q.scales.shape == (2, 3) and q.tensor_scale == tensor_scale
+    assert same(q.scales.ravel(), scales) and same(q.values.ravel(), elements)
+    deq = np.array(elements).reshape(32, 48) * np.repeat(np.repeat(np.reshape(
+        scales, (2, 3)), 16, 0), 16, 1) * tensor_scale
+    assert same(fpsim.dequantize(q), deq)
+    y = (rng.standard_normal((2, 200, 300)) * 10.0**rng.integers(-20, 20, (2, 1, 300))).astype(
+        np.float32)
+    q = fpsim.quantize(y, "fp8_block128x128", rounding=mode, pad=True)
+    assert q.scales.shape == (2, 2, 3)
+    for k in range(2):
+        elements, scales = ref_blockwise(y[k], mode, rows=128)
+        assert same(q.scales[k].ravel(), scales) and same(q.values[k].ravel(), elements)
+    with pytest.raises(ValueError, match="not a multiple of the 128x128 tile"):
+        fpsim.quantize(y, "fp8_block128x128")
+    with pytest.raises(ValueError, match="leave axis at -1"):
+        fpsim.quantize(x, "nvfp4_16x16", axis=0)
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        fpsim.quantize(np.ones(16), "nvfp4_16x16")

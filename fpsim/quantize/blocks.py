@@ -1,4 +1,5 @@
-"""The block layout: an axis cut into blocks of consecutive elements."""
+"""The block layout: an axis cut into blocks of consecutive elements, or the last two axes
+cut into tiles."""
 
 from __future__ import annotations
 
@@ -15,33 +16,44 @@ Floats = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class Blocks:
-    """``values`` (the blocked axis moved last) cut into blocks of ``size``; the last block
-    shorter where the axis is not a multiple of it (as if padded with zeros)."""
+    """``values`` cut into blocks of ``size`` along the last axis (the blocked axis moved
+    there), or with ``rows > 1`` into tiles of ``rows x size`` over the last two axes; the
+    last blocks shorter where an axis is not a multiple (as if padded with zeros)."""
 
     values: Floats
     size: int
+    rows: int = 1
 
     @property
-    def length(self) -> int:
-        """Elements along the blocked axis."""
-        return int(self.values.shape[-1])
+    def dims(self) -> tuple[int, ...]:
+        """The block's extent along each blocked axis (the last one or two)."""
+        return (self.rows, self.size) if self.rows > 1 else (self.size,)
 
     @property
-    def count(self) -> int:
-        """Blocks along the axis."""
-        return -(-self.length // self.size)
+    def counts(self) -> tuple[int, ...]:
+        """Blocks along each blocked axis."""
+        lengths = self.values.shape[-len(self.dims):]
+        return tuple(-(-n // d) for n, d in zip(lengths, self.dims, strict=True))
 
     def grouped(self) -> Floats:
-        """The values as ``(..., count, size)``, zeros after the last element."""
-        padded = np.zeros((*self.values.shape[:-1], self.count * self.size))
-        padded[..., :self.length] = self.values
-        return padded.reshape(*self.values.shape[:-1], self.count, self.size)
+        """The values as ``(..., count, size)`` or ``(..., count_rows, rows, count, size)``,
+        zeros after the last element."""
+        k, lead = len(self.dims), self.values.shape[:-len(self.dims)]
+        padded = np.zeros((*lead, *(c * d for c, d in zip(self.counts, self.dims, strict=True))))
+        index: tuple[Any, ...] = (Ellipsis,) + tuple(slice(0, n) for n in self.values.shape[-k:])
+        padded[index] = self.values
+        split = [v for c, d in zip(self.counts, self.dims, strict=True) for v in (c, d)]
+        return padded.reshape(*lead, *split)
 
     def amax(self) -> Floats:
         """Each block's largest magnitude (NaN where the block holds a NaN)."""
-        out: Floats = np.max(np.abs(self.grouped()), axis=-1)
+        axes = (-1,) if self.rows == 1 else (-3, -1)
+        out: Floats = np.max(np.abs(self.grouped()), axis=axes)
         return out
 
     def each(self, per_block: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """A value per block, repeated for each element of its block."""
-        return np.repeat(per_block, self.size, axis=-1)[..., :self.length]
+        out = np.repeat(per_block, self.size, axis=-1)[..., :self.values.shape[-1]]
+        if self.rows > 1:
+            out = np.repeat(out, self.rows, axis=-2)[..., :self.values.shape[-2], :]
+        return out

@@ -20,7 +20,7 @@ def scale_blockwise(blocks: Blocks) -> tuple[Floats, Floats]:
     kernel's ``0 / 0`` gives NaN."""
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         x = blocks.values.astype(F32)
-        s = (Blocks(x.astype(np.float64), blocks.size).amax().astype(F32)
+        s = (Blocks(x.astype(np.float64), blocks.size, blocks.rows).amax().astype(F32)
              / F32(448.0)).astype(F32)
         s_each = blocks.each(s).astype(F32)
         y = (x / s_each).astype(F32).astype(np.float64)

@@ -34,7 +34,7 @@ def scale_nvfp4(blocks: Blocks) -> tuple[Floats, Floats, float]:
         global_encode = np.where(global_encode == 0, F32(1.0), global_encode).astype(F32)
         global_decode = F32(1.0) / global_encode
         multiplier = global_encode * (F32(1.0) / F32(6.0))
-        grouped = Blocks(x.astype(np.float64), blocks.size).amax().astype(F32)
+        grouped = Blocks(x.astype(np.float64), blocks.size, blocks.rows).amax().astype(F32)
         decode = np.minimum(grouped * multiplier, F32(_F32_MAX))
         decode = np.clip(decode, F32(-448.0), F32(448.0))
         decode_e4m3 = np.asarray(round_to(decode.astype(np.float64), "ue4m3"), np.float64)

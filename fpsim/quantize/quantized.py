@@ -110,10 +110,12 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         The values, taken exactly as ``fpsim.round`` takes them (host arrays).
     scheme_name : str or Scheme
         ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
-        ``"mxfp4_e2m1"``, ``"nvfp4"`` or ``"fp8_block1x128"`` (``from fpsim.quantize
+        ``"mxfp4_e2m1"``, ``"nvfp4"``, ``"fp8_block1x128"``, and the tiles of the last
+        two axes ``"nvfp4_16x16"`` and ``"fp8_block128x128"`` (``from fpsim.quantize
         import SCHEMES``).
     axis : int, default -1
-        The axis along which the blocks run (rows: -1; columns of a matrix: 0).
+        The axis along which the blocks run (rows: -1; columns of a matrix: 0). The
+        tiled schemes cover the last two axes and take only -1.
     scale_rule : str, optional
         ``"ocp"`` (the scheme's default: ``floor(log2(amax)) - emax``), ``"ceil"``,
         ``"torchao_even"`` or ``"transformer_engine"``
@@ -129,6 +131,7 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     pad : bool, default False
         False: an axis whose length is not a multiple of the block is refused. True:
         its last block is shorter (as if padded with zeros, which change no amax).
+        NaN and infinities are handled per scheme (``docs/block-scaled.md``).
 
     Returns
     -------
@@ -163,12 +166,25 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     pad = boolean(pad, "pad")
     axis = integer(axis, "axis")
     arr = np.asarray(as_float_array(x, "x"), dtype=np.float64)
-    ax = normalize_axis_index(axis, arr.ndim)
-    n, size = arr.shape[ax], sch.block
-    if n % size and not pad:
-        raise ValueError(f"x has {n} elements along axis {ax}, not a multiple of the block "
-                         f"of {size} of {sch.name}: pass pad=True for a shorter last block")
-    blocks = Blocks(np.moveaxis(arr, ax, -1), size)
+    if sch.rows > 1:  # tiles over the last two axes
+        if arr.ndim < 2:
+            raise ValueError(f"{sch.name} tiles the last two axes: x must have at least 2 "
+                             f"dimensions, got shape {arr.shape}")
+        if axis not in (-1, arr.ndim - 1):
+            raise ValueError(f"axis={axis}: {sch.name} tiles the last two axes; leave axis "
+                             "at -1")
+        ax = arr.ndim - 1
+        blocks = Blocks(arr, sch.block, sch.rows)
+        uneven = arr.shape[-2] % sch.rows or arr.shape[-1] % sch.block
+        what = f"shape {arr.shape[-2:]} is not a multiple of the {sch.rows}x{sch.block} tile"
+    else:
+        ax = normalize_axis_index(axis, arr.ndim)
+        blocks = Blocks(np.moveaxis(arr, ax, -1), sch.block)
+        uneven = arr.shape[ax] % sch.block
+        what = (f"x has {arr.shape[ax]} elements along axis {ax}, not a multiple of the "
+                f"block of {sch.block}")
+    if uneven and not pad:
+        raise ValueError(f"{what} of {sch.name}: pass pad=True for shorter last blocks")
     if sch.kind == "nvfp4":
         scaled, per_block, tensor_scale = scale_nvfp4(blocks)
     elif sch.kind == "blockwise":
@@ -215,9 +231,11 @@ def dequantize(q: Quantized) -> Floats:
     """
     if not isinstance(q, Quantized):
         raise ValueError(f"q: expected a Quantized (from fpsim.quantize), got {type(q).__name__}")
-    n = q.values.shape[q.axis]
-    each = np.repeat(q.scales, q.scheme.block, axis=q.axis)
-    each = np.take(each, np.arange(n), axis=q.axis)
+    if q.scheme.rows > 1:
+        each = Blocks(q.values, q.scheme.block, q.scheme.rows).each(q.scales)
+    else:
+        moved = Blocks(np.moveaxis(q.values, q.axis, -1), q.scheme.block)
+        each = np.moveaxis(moved.each(np.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
     with np.errstate(invalid="ignore"):  # 0 times an infinite scale: NaN, as the kernels
         out: Floats = q.values * each
     if q.tensor_scale is not None:

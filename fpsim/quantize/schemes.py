@@ -43,6 +43,7 @@ class Scheme:
     scale_rule: str
     rules: tuple[str, ...]
     kind: str
+    rows: int = 1
 
 
 def _mx(name: str, element: str) -> Scheme:
@@ -50,8 +51,8 @@ def _mx(name: str, element: str) -> Scheme:
 
 
 #: The schemes by name: the OCP MX v1.0 formats (blocks of 32, E8M0 scales), NVFP4
-#: (blocks of 16, UE4M3 scales, a binary32 scale for the tensor) and DeepSeek-V3's
-#: blockwise FP8 in 1x128 blocks (binary32 scales).
+#: (blocks of 16, or 16x16 tiles, UE4M3 scales, a binary32 scale for the tensor) and
+#: DeepSeek-V3's blockwise FP8 in 1x128 blocks and 128x128 tiles (binary32 scales).
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
@@ -62,8 +63,12 @@ SCHEMES: dict[str, Scheme] = {
         _mx("mxfp4_e2m1", "fp4_e2m1"),
         Scheme("nvfp4", PRESETS["fp4_e2m1"], PRESETS["ue4m3"], 16, "transformer_engine",
                ("transformer_engine",), "nvfp4"),
+        Scheme("nvfp4_16x16", PRESETS["fp4_e2m1"], PRESETS["ue4m3"], 16, "transformer_engine",
+               ("transformer_engine",), "nvfp4", rows=16),
         Scheme("fp8_block1x128", PRESETS["fp8_e4m3"], PRESETS["fp32"], 128, "deepseek_v3",
                ("deepseek_v3",), "blockwise"),
+        Scheme("fp8_block128x128", PRESETS["fp8_e4m3"], PRESETS["fp32"], 128, "deepseek_v3",
+               ("deepseek_v3",), "blockwise", rows=128),
     )
 }
 
@@ -75,8 +80,8 @@ def scheme(name: str | Scheme) -> Scheme:
     ----------
     name : str or Scheme
         ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
-        ``"mxfp4_e2m1"``, ``"nvfp4"`` or ``"fp8_block1x128"`` (case is ignored), or a
-        ``Scheme``, returned as it is.
+        ``"mxfp4_e2m1"``, ``"nvfp4"``, ``"nvfp4_16x16"``, ``"fp8_block1x128"`` or
+        ``"fp8_block128x128"`` (case is ignored), or a ``Scheme``, returned as it is.
 
     Returns
     -------
