@@ -401,3 +401,18 @@ def test_an_operation_whose_output_and_backward_differ_is_named_twice():
     sources = T.walk(native, emulated)
     assert [(s.phase, s.op, s.kind, s.max_ulp) for s in sources] == [
         ("forward", "tanh", T.TRANSCENDENTAL, 1.0), ("backward", "tanh", T.ELEMENTWISE, 3.0)]
+
+
+def test_a_softmax_difference_says_it_may_be_either():
+    x = np.linspace(-2, 2, 8).reshape(2, 4)
+    losses = []
+    for _ in range(2):
+        with fpsim.precision.parse("mixed"):
+            logits = fpsim.tensor(x, requires_grad=True)
+            loss = F.cross_entropy(logits, [1, 3])
+            loss.backward()
+        losses.append(loss)
+    losses[0].data = np.asarray(_next32(losses[0].data))
+    (source,) = T.walk(*losses)
+    assert (source.op, source.kind) == ("cross_entropy", T.REDUCTION)
+    assert source.note == T.BOTH and "transcendental functions" in source.note

@@ -52,6 +52,10 @@ REDUCTION_OPS = frozenset({"sum", "mean", "softmax", "log_softmax", "cross_entro
 BACKWARD_REDUCTION_OPS = frozenset({"softmax", "log_softmax", "cross_entropy",
                                     "batch_norm", "layer_norm"})
 TRANSCENDENTAL_OPS = frozenset({"exp", "log", "tanh", "sigmoid"})
+# Reductions that evaluate exp (and log) too: the walk does not tell the two apart.
+EXPONENTIAL_REDUCTIONS = frozenset({"softmax", "log_softmax", "cross_entropy"})
+BOTH = "it evaluates exp (and log) as well as sums: reduction order or transcendental " \
+    "functions, not told apart"
 PHASES = ("forward", "backward", "update")
 
 
@@ -451,7 +455,7 @@ def walk(native: Tensor, emulated: Tensor, preset: Any = None) -> list[Source]:
         cmp = fwd[i]
         if cmp is None or _identical(cmp) or not all(_identical(fwd[j]) for j in parents[i]):
             continue
-        note = ""
+        note = BOTH if t.op in EXPONENTIAL_REDUCTIONS else ""
         if t.op == "matmul" and preset is not None:
             a, b = (vn[j].data for j in parents[i])
             note = explain_product(a, b, vn[i].data, preset, fmts[i])
@@ -491,7 +495,7 @@ def walk(native: Tensor, emulated: Tensor, preset: Any = None) -> list[Source]:
                     kind, op = REDUCTION, f"{gn[c].op} (its gradient summed over broadcast axes)"
                 else:
                     kind, op = classify(gn[c].op, "backward", summed), gn[c].op
-                note = ""
+                note = BOTH if gn[c].op in EXPONENTIAL_REDUCTIONS and not summed else ""
                 if gn[c].op == "matmul" and preset is not None and not summed:
                     x, y = (vn[j].data for j in parents[c])
                     left, right = (gn[c].grad, y.swapaxes(-1, -2)) \
