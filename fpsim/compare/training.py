@@ -17,6 +17,7 @@ arithmetic (``ELEMENTWISE``, the optimizer's update among it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -573,11 +574,12 @@ def _mse(model: Any, batch: Batch) -> Tensor:
 OUTPUTS = 16  # the modelled models' outputs: batch x 16 terms, a power of two
 
 
-def _relu_mlp(seed: int, hidden: int, inputs: int) -> tuple[Any, Any]:
+def _relu_mlp(seed: int, hidden: int, inputs: int, tanh: bool = False) -> tuple[Any, Any]:
     from fpsim import nn, optim
 
     nn.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(inputs, hidden, bias=False), nn.ReLU(),
+    model = nn.Sequential(nn.Linear(inputs, hidden, bias=False),
+                          nn.Tanh() if tanh else nn.ReLU(),
                           nn.Linear(hidden, OUTPUTS, bias=False))
     # lr and momentum binary32 values: native multiplies the fp32 momentum buffer by
     # float32(lr) and float32(momentum), emulation by the binary64 numbers.
@@ -589,12 +591,12 @@ def _fp16_values(x: np.ndarray) -> np.ndarray:
     return np.asarray(fpsim.round(x, "fp16"), dtype=np.float64)
 
 
-def _digits_modelled(seed: int, steps: int, hidden: int | None, batch: int | None
-                     ) -> tuple[Any, Any, list[Batch]]:
+def _digits_modelled(seed: int, steps: int, hidden: int | None, batch: int | None,
+                     tanh: bool = False) -> tuple[Any, Any, list[Batch]]:
     from fpsim.reproduce.tasks import TASKS
 
     size = batch or 32
-    model, opt = _relu_mlp(seed, hidden or 64, 64)
+    model, opt = _relu_mlp(seed, hidden or 64, 64, tanh)
     stream = dataclasses.replace(
         TASKS["digits_mlp"], hyperparameters=dict(TASKS["digits_mlp"].hyperparameters,
                                                   batch_size=size)).batches(seed)
@@ -624,7 +626,7 @@ def models(hidden: int | None = None, batch: int | None = None) -> list[Training
     Examples
     --------
     >>> [m.name for m in models()]
-    ['digits_mlp', 'digits_relu_mse', 'teacher_relu_mse_long_k']
+    ['digits_mlp', 'digits_relu_mse', 'digits_tanh_mse', 'teacher_relu_mse_long_k']
     """
     def sized(make: Callable[..., Any]) -> Callable[[int, int], Any]:
         return lambda seed, steps: make(seed, steps, hidden, batch)
@@ -637,6 +639,10 @@ def models(hidden: int | None = None, batch: int | None = None) -> list[Training
                       "one-hot targets (16 outputs), inputs fp16 values, SGD lr 2^-5, "
                       "momentum 0.5",
                       True, sized(_digits_modelled), _mse),
+        TrainingModel("digits_tanh_mse", "digits_relu_mse with tanh for ReLU: CuPy's "
+                      "float16 tanh evaluates tanhf and rounds, and its backward, "
+                      "g * (1 - y * y), rounds each operation to float16", False,
+                      sized(functools.partial(_digits_modelled, tanh=True)), _mse),
         TrainingModel("teacher_relu_mse_long_k", "the same MLP on a linear teacher's "
                       f"Gaussian data, batches of {batch or 4096}: weight gradients with "
                       "K = the batch", True, sized(_teacher_long_k), _mse),
