@@ -247,6 +247,12 @@ def test_the_block_scaled_page_examples_run():
 FLT_MAX = Fraction(float(np.finfo(np.float32).max))
 
 
+def r32_signed(v: float, product: Fraction) -> Fraction | float:
+    """r32(product) where product has v's sign; a product that rounds to zero keeps it."""
+    out = r32(product)
+    return out if out != 0 else math.copysign(0.0, v)
+
+
 def r32(v: Fraction) -> Fraction:
     """v rounded to binary32 (nearest even), FLT_MAX for what overflows (every NVFP4 step
     caps at FLT_MAX)."""
@@ -354,7 +360,7 @@ def ref_blockwise(x32: np.ndarray, mode: str, rows: int = 1):
             if s == 0:
                 y = v if v == 0 else math.copysign(math.inf, v)
             else:
-                y = r32(Fraction(v) / s) if v else v
+                y = r32_signed(v, Fraction(v) / s) if v else v
             elements[i] = ref_round_fp8(y, REF_FORMATS["fp8_e4m3"], mode, True, True)[0]
         scales.append(float(s))
     return elements, scales
@@ -412,3 +418,64 @@ def test_tiles_of_the_last_two_axes_against_the_exact_reference(mode):
         fpsim.quantize(x, "nvfp4_16x16", axis=0)
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         fpsim.quantize(np.ones(16), "nvfp4_16x16")
+
+
+# --- FP8 current scaling, per tensor and per row ----------------------------------------
+def ref_current(rows: list[list[float]], mode: str, pow2: bool):
+    """(elements, decode scales) with one scale per list of values, in Fractions:
+    scale = 448 / amax rounded to binary32 (FLT_MAX on overflow; 1 for a zero amax),
+    a power of two rounded down with pow2, decode = 1 / scale, elements x * scale."""
+    elements, scales = [], []
+    for row in rows:
+        amax = max((abs(Fraction(v)) for v in row), default=Fraction(0))
+        scale = Fraction(1) if amax == 0 else r32(Fraction(448) / amax)
+        if pow2:
+            scale = Fraction(2) ** floor_log2(scale)
+        elements += [ref_round_fp8(r32_signed(v, Fraction(v) * scale) if v else v,
+                                   REF_FORMATS["fp8_e4m3"], mode, True, True)[0] for v in row]
+        scales.append(float(r32(1 / scale)))
+    return elements, scales
+
+
+@pytest.mark.parametrize("pow2", [False, True])
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up", "stochastic"])
+def test_current_scaling_against_the_exact_reference(mode, pow2):
+    rule = "transformer_engine_pow2" if pow2 else "transformer_engine"
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal((4, 40)) * np.array([[1e-3], [1.0], [1e30], [1e-40]])).astype(
+        np.float32)
+    x[0] = 0.0
+    if mode == "stochastic":  # a neighbour of the exact scaled value, nothing else
+        q = fpsim.quantize(x, "per_row", rounding=mode, scale_rule=rule, seed=1)
+        lo = ref_current(x.tolist(), "toward_zero", pow2)[0]
+        hi = ref_current(x.tolist(), "nearest_away", pow2)[0]
+        up = ref_current(x.tolist(), "up", pow2)[0]
+        down = ref_current(x.tolist(), "down", pow2)[0]
+        away = [u if v > 0 else d for u, d, v in zip(up, down, x.ravel(), strict=True)]
+        assert all(g in (a, b, c) for g, a, b, c in zip(q.values.ravel(), lo, away, hi,
+                                                          strict=True))
+        return
+    rows = fpsim.quantize(x, "per_row", rounding=mode, scale_rule=rule)
+    elements, scales = ref_current(x.tolist(), mode, pow2)
+    assert rows.scales.shape == (4, 1) and same(rows.scales.ravel(), scales)
+    assert same(rows.values.ravel(), elements)
+    assert same(fpsim.dequantize(rows).ravel(),
+                [e * s for e, s in zip(elements, np.repeat(scales, 40), strict=True)])
+    whole = fpsim.quantize(x, "per_tensor", rounding=mode, scale_rule=rule)
+    elements, scales = ref_current([x.ravel().tolist()], mode, pow2)
+    assert whole.scales.shape == (1, 1) and same(whole.scales.ravel(), scales)
+    assert same(whole.values.ravel(), elements) and whole.block == x.size
+    cols = fpsim.quantize(x, "per_row", axis=0, rounding=mode, scale_rule=rule)
+    assert same(cols.values, fpsim.quantize(x.T, "per_row", rounding=mode,
+                                            scale_rule=rule).values.T)
+
+
+def test_current_scaling_special_values():
+    x = np.array([[1.0, np.inf, 2.0], [1.0, np.nan, 2.0]], np.float32)
+    q = fpsim.quantize(x, "per_row")
+    assert q.scales.ravel().tolist() == [1.0, 1.0]  # an infinite or NaN amax: scale 1
+    assert q.values[0].tolist() == [1.0, 448.0, 2.0] and np.isnan(q.values[1, 1])
+    tiny = np.full((1, 4), np.float32(2.0**-149))  # 448 / amax overflows: FLT_MAX
+    assert fpsim.quantize(tiny, "per_tensor").scales.ravel()[0] == np.float32(
+        1 / np.finfo(np.float32).max)
+    assert fpsim.quantize(np.zeros((0, 3)), "per_tensor").scales.tolist() == [[1.0]]

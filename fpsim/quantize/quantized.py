@@ -15,6 +15,7 @@ from fpsim._inputs import as_float_array
 from fpsim.bits import to_bits
 from fpsim.quantize.blocks import Blocks
 from fpsim.quantize.blockwise import scale_blockwise
+from fpsim.quantize.current import scale_current
 from fpsim.quantize.mx import scale_mx
 from fpsim.quantize.nvfp4 import scale_nvfp4
 from fpsim.quantize.schemes import Scheme, scheme
@@ -81,8 +82,11 @@ class Quantized:
 
     @property
     def block(self) -> int:
-        """Elements per block along ``axis``."""
-        return self.scheme.block
+        """Elements per block along ``axis`` (the axis's length for per_row, the array's
+        size for per_tensor)."""
+        if self.scheme.name == "per_tensor":
+            return int(self.values.size)
+        return self.scheme.block or int(self.values.shape[self.axis])
 
     def __repr__(self) -> str:
         return (f"Quantized(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "
@@ -102,7 +106,8 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     format, saturating at its largest value (OCP MX v1.0 section 6.3). NVFP4: a UE4M3
     scale per block of 16 and a binary32 scale for the tensor, computed in binary32 as
     TransformerEngine does. Blockwise FP8: a binary32 scale ``amax / 448`` per block of
-    128, as DeepSeek-V3's kernels compute it. ``docs/block-scaled.md`` states every rule.
+    128, as DeepSeek-V3's kernels compute it. Current scaling: ``448 / amax`` per tensor
+    or row, as TransformerEngine computes it. ``docs/block-scaled.md`` states every rule.
 
     Parameters
     ----------
@@ -110,8 +115,9 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         The values, taken exactly as ``fpsim.round`` takes them (host arrays).
     scheme_name : str or Scheme
         ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
-        ``"mxfp4_e2m1"``, ``"nvfp4"``, ``"fp8_block1x128"``, and the tiles of the last
-        two axes ``"nvfp4_16x16"`` and ``"fp8_block128x128"`` (``from fpsim.quantize
+        ``"mxfp4_e2m1"``, ``"nvfp4"``, ``"fp8_block1x128"``, the tiles of the last two
+        axes ``"nvfp4_16x16"`` and ``"fp8_block128x128"``, and FP8 current scaling
+        ``"per_tensor"`` and ``"per_row"`` (along ``axis``) (``from fpsim.quantize
         import SCHEMES``).
     axis : int, default -1
         The axis along which the blocks run (rows: -1; columns of a matrix: 0). The
@@ -120,7 +126,9 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         ``"ocp"`` (the scheme's default: ``floor(log2(amax)) - emax``), ``"ceil"``,
         ``"torchao_even"`` or ``"transformer_engine"``
         (``from fpsim.quantize import SCALE_RULES``); NVFP4 and blockwise FP8 take only
-        their own (``"transformer_engine"``, ``"deepseek_v3"``).
+        their own (``"transformer_engine"``, ``"deepseek_v3"``); per_tensor and per_row
+        ``"transformer_engine"`` or, with power-of-two scales,
+        ``"transformer_engine_pow2"``.
     rounding : str, default "nearest_even"
         The elements' rounding mode: any of ``fpsim.ROUNDING_MODES``.
     subnormals : bool, default True
@@ -177,10 +185,14 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         blocks = Blocks(arr, sch.block, sch.rows)
         uneven = arr.shape[-2] % sch.rows or arr.shape[-1] % sch.block
         what = f"shape {arr.shape[-2:]} is not a multiple of the {sch.rows}x{sch.block} tile"
+    elif sch.name == "per_tensor":  # one block: every element, in C order
+        ax = normalize_axis_index(axis, arr.ndim)
+        blocks, uneven, what = Blocks(arr.reshape(-1), max(arr.size, 1)), 0, ""
     else:
         ax = normalize_axis_index(axis, arr.ndim)
-        blocks = Blocks(np.moveaxis(arr, ax, -1), sch.block)
-        uneven = arr.shape[ax] % sch.block
+        size = sch.block or max(arr.shape[ax], 1)  # per_row: the whole axis
+        blocks = Blocks(np.moveaxis(arr, ax, -1), size)
+        uneven = arr.shape[ax] % size
         what = (f"x has {arr.shape[ax]} elements along axis {ax}, not a multiple of the "
                 f"block of {sch.block}")
     if uneven and not pad:
@@ -189,8 +201,14 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         scaled, per_block, tensor_scale = scale_nvfp4(blocks)
     elif sch.kind == "blockwise":
         (scaled, per_block), tensor_scale = scale_blockwise(blocks), None
+    elif sch.kind == "current":
+        pow2 = rule == "transformer_engine_pow2"
+        (scaled, per_block), tensor_scale = scale_current(blocks, sch.element.max, pow2), None
     else:
         (scaled, per_block), tensor_scale = scale_mx(blocks, sch, rule), None
+    if sch.name == "per_tensor":  # an empty tensor: amax 0, scale 1
+        per_block = per_block if per_block.size else np.ones(1)
+        scaled, per_block = scaled.reshape(arr.shape), per_block.reshape((1,) * arr.ndim)
     values = np.asarray(round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
                                  subnormals=subnormals, saturate=True, seed=seed,
                                  random_bits=random_bits), dtype=np.float64)
@@ -233,6 +251,8 @@ def dequantize(q: Quantized) -> Floats:
         raise ValueError(f"q: expected a Quantized (from fpsim.quantize), got {type(q).__name__}")
     if q.scheme.rows > 1:
         each = Blocks(q.values, q.scheme.block, q.scheme.rows).each(q.scales)
+    elif q.scheme.block == 0:  # per_tensor, per_row: the scales broadcast
+        each = q.scales
     else:
         moved = Blocks(np.moveaxis(q.values, q.axis, -1), q.scheme.block)
         each = np.moveaxis(moved.each(np.moveaxis(q.scales, q.axis, -1)), -1, q.axis)

@@ -24,7 +24,7 @@ class Scheme:
     scale_format : Format
         The scales' format (E8M0 for the MX schemes: a power of two).
     block : int
-        Elements per block.
+        Elements per block (0: the whole axis, per_row; or the whole tensor, per_tensor).
     scale_rule : str
         The default rule that picks a block's scale (``from fpsim.quantize import SCALE_RULES``).
 
@@ -46,13 +46,17 @@ class Scheme:
     rows: int = 1
 
 
+_CURRENT = ("transformer_engine", "transformer_engine_pow2")
+
+
 def _mx(name: str, element: str) -> Scheme:
     return Scheme(name, PRESETS[element], PRESETS["e8m0"], 32, "ocp", tuple(SCALE_RULES), "mx")
 
 
 #: The schemes by name: the OCP MX v1.0 formats (blocks of 32, E8M0 scales), NVFP4
 #: (blocks of 16, or 16x16 tiles, UE4M3 scales, a binary32 scale for the tensor) and
-#: DeepSeek-V3's blockwise FP8 in 1x128 blocks and 128x128 tiles (binary32 scales).
+#: DeepSeek-V3's blockwise FP8 in 1x128 blocks and 128x128 tiles (binary32 scales), and
+#: FP8 current scaling per tensor and per row (binary32 scales).
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
@@ -69,6 +73,10 @@ SCHEMES: dict[str, Scheme] = {
                ("deepseek_v3",), "blockwise"),
         Scheme("fp8_block128x128", PRESETS["fp8_e4m3"], PRESETS["fp32"], 128, "deepseek_v3",
                ("deepseek_v3",), "blockwise", rows=128),
+        Scheme("per_tensor", PRESETS["fp8_e4m3"], PRESETS["fp32"], 0, "transformer_engine",
+               _CURRENT, "current"),
+        Scheme("per_row", PRESETS["fp8_e4m3"], PRESETS["fp32"], 0, "transformer_engine",
+               _CURRENT, "current"),
     )
 }
 
@@ -80,8 +88,9 @@ def scheme(name: str | Scheme) -> Scheme:
     ----------
     name : str or Scheme
         ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
-        ``"mxfp4_e2m1"``, ``"nvfp4"``, ``"nvfp4_16x16"``, ``"fp8_block1x128"`` or
-        ``"fp8_block128x128"`` (case is ignored), or a ``Scheme``, returned as it is.
+        ``"mxfp4_e2m1"``, ``"nvfp4"``, ``"nvfp4_16x16"``, ``"fp8_block1x128"``,
+        ``"fp8_block128x128"``, ``"per_tensor"`` or ``"per_row"`` (case is ignored), or a
+        ``Scheme``, returned as it is.
 
     Returns
     -------
