@@ -325,6 +325,7 @@ def test_the_suite_under_the_simulator(tmp_path):
         assert [s["step"] for s in r["steps"]] == [1, 2]
         assert r["native"] == "native_fp16" and r["emulated"] == f"mixed,model={doc['preset']}"
         assert all(s["kind"] in T.KINDS for s in r["sources"])
+        assert r["failed"] is None  # every replay and walk ran
     # The digits MLP: the stand-in's sums (NumPy's pairwise order) are not the backend's
     # sequential ones, so cross_entropy's forward is a reduction-order source.
     digits = by_name["digits_mlp"]
@@ -416,3 +417,20 @@ def test_a_softmax_difference_says_it_may_be_either():
     (source,) = T.walk(*losses)
     assert (source.op, source.kind) == ("cross_entropy", T.REDUCTION)
     assert source.note == T.BOTH and "transcendental functions" in source.note
+
+
+def test_a_failed_search_for_sources_keeps_the_metrics(monkeypatch):
+    def broken(*args, **kwargs):
+        raise TypeError("planted")
+
+    monkeypatch.setattr(T, "NATIVE", "mixed,order=sequential")
+    monkeypatch.setattr(T, "replay", broken)
+    run = T.train_and_compare(T.models(hidden=8, batch=16)[1], fpsim.hw.H100, steps=2,
+                              device="cpu")
+    assert T.first_part(run.steps) == 1  # as in the test above
+    assert run.failed == "step 1: TypeError: planted" and run.sources == ()
+    assert len(run.steps) == 2 and run.replayed == ()
+    assert run.verdict.endswith("; the search for sources failed at step 1: TypeError: planted")
+    assert "The search for sources failed at step 1: TypeError: planted." in \
+        training_markdown([run])
+    assert run.as_dict()["failed"] == "step 1: TypeError: planted"

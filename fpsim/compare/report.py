@@ -100,6 +100,8 @@ def training_markdown(runs: Sequence[TrainingRun]) -> str:
                   f"{r.description[1:]}. Native: `{r.native}`; "
                   f"emulated: `{r.emulated}`; dynamic loss scaling; the parameters compared "
                   f"in {r.params.name}. Verdict: {r.verdict}.", ""]
+        if r.failed:
+            lines += [f"The search for sources failed at {r.failed}.", ""]
         for step in r.replayed:
             found = [s for s in r.sources if s.step == step]
             lines += [f"Where the runs part at step {step} (replayed from its identical "

@@ -677,6 +677,9 @@ class TrainingRun:
         The parameters after the last step, compared (``Record``'s histogram).
     params : Format, default fp32
         The parameters' format.
+    failed : str, default ""
+        Where and why the search for sources failed ("" when it did not): the step
+        metrics stand without it.
     """
 
     model: str
@@ -689,6 +692,7 @@ class TrainingRun:
     replayed: tuple[int, ...] = ()
     final: Comparison | None = None
     params: Format = field(default_factory=lambda: as_format("fp32"))
+    failed: str = ""
 
     @property
     def verdict(self) -> str:
@@ -709,6 +713,8 @@ class TrainingRun:
                     f"{last.max_ulp:g} ulp")
         if self.sources:
             text += f"; first source: {self.sources[0].kind} ({self.sources[0].op})"
+        if self.failed:
+            text += f"; the search for sources failed at {self.failed}"
         return text
 
     def record(self) -> Record:
@@ -725,7 +731,8 @@ class TrainingRun:
                     native=self.native, emulated=self.emulated, verdict=self.verdict,
                     first_weights_part=first_part(self.steps),
                     first_loss_part=first_part(self.steps, "losses"),
-                    replayed=list(self.replayed), sources=[s.as_dict() for s in self.sources],
+                    replayed=list(self.replayed), failed=self.failed or None,
+                    sources=[s.as_dict() for s in self.sources],
                     steps=[s.as_dict() for s in self.steps])
 
 
@@ -784,6 +791,7 @@ def train_and_compare(spec: TrainingModel, preset: Any, steps: int = DEFAULT_STE
     replayed: list[int] = []
     losses_parted = weights_parted = False
     final = None
+    failed = ""
     for step, batch in enumerate(batches, start=1):
         here = _on_device(batch, device)
         before = [] if weights_parted else [host(p.data) for p in runs["native"][2]]
@@ -798,11 +806,15 @@ def train_and_compare(spec: TrainingModel, preset: Any, steps: int = DEFAULT_STE
         # while the weights before it are still identical.
         new = (result.losses_part and not losses_parted) or \
             (result.weights_part and not weights_parted)
-        if new and not weights_parted:
-            found = replay(runs, spec, here, before, result.scale_native, preset,
-                           result.weights_part)
-            sources += [dataclasses.replace(s, step=step) for s in found]
-            replayed.append(step)
+        if new and not weights_parted and not failed:
+            try:
+                found = replay(runs, spec, here, before, result.scale_native, preset,
+                               result.weights_part)
+            except Exception as exc:  # the metrics stand without it: say why, go on
+                failed = f"step {step}: {type(exc).__name__}: {exc}"
+            else:
+                sources += [dataclasses.replace(s, step=step) for s in found]
+                replayed.append(step)
         losses_parted |= result.losses_part
         weights_parted |= result.weights_part
         final = compare_values(np.concatenate([host(p.data).ravel() for p in native_p]),
@@ -810,7 +822,7 @@ def train_and_compare(spec: TrainingModel, preset: Any, steps: int = DEFAULT_STE
                                fmt)
     return TrainingRun(spec.name, spec.description, spec.modelled, policies["native"],
                        policies["emulated"], tuple(results), tuple(sources), tuple(replayed),
-                       final, fmt)
+                       final, fmt, failed)
 
 
 def replay(runs: dict[str, tuple[Any, Any, list[Any]]], spec: TrainingModel, batch: Batch,
@@ -863,7 +875,8 @@ def run(steps: int = DEFAULT_STEPS, seed: int = 0, *, out: str | Path | None = N
     seed : int, default 0
         The initialisation's and the batches' seed.
     out : str or Path, optional
-        Where to write results.json, results.md and ulp_histograms.png.
+        Where to write results.json, results.md and ulp_histograms.png (again after
+        each model).
     hidden, batch : int, optional
         Replace the models' hidden width and batch size (small runs).
     only : sequence of str, optional
@@ -881,24 +894,23 @@ def run(steps: int = DEFAULT_STEPS, seed: int = 0, *, out: str | Path | None = N
         Where there is no usable GPU for device "cuda" (the message says what is
         missing); nothing is written.
     """
+    from fpsim._machine import machine, versions
+    from fpsim.compare import report
+
     preset = find_preset()
-    runs = []
+    header: dict[str, Any] = dict(
+        suite="training", size=steps, seed=seed, date=time.strftime("%Y-%m-%d"),
+        machine=f"{machine()}; {machine(gpu=True)}", versions=versions(gpu=True),
+        steps=steps, preset=preset.name)
+    runs: list[TrainingRun] = []
     for spec in models(hidden, batch):
         if only and spec.name not in only:
             continue
-        result = train_and_compare(spec, preset, steps, seed)
-        runs.append(result)
+        runs.append(train_and_compare(spec, preset, steps, seed))
+        if out is not None:  # after each model: a later one's failure keeps the earlier
+            report.write([r.record() for r in runs], header, Path(out), runs)
         if progress is not None:
-            progress(result)
-    if out is not None:
-        from fpsim._machine import machine, versions
-        from fpsim.compare import report
-
-        header: dict[str, Any] = dict(
-            suite="training", size=steps, seed=seed, date=time.strftime("%Y-%m-%d"),
-            machine=f"{machine()}; {machine(gpu=True)}", versions=versions(gpu=True),
-            steps=steps, preset=preset.name)
-        report.write([r.record() for r in runs], header, Path(out), runs)
+            progress(runs[-1])
     return runs
 
 
