@@ -13,6 +13,10 @@ the caller's array type is kept. Under Numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1``) the same loops run as Python on the CPU, with
 NumPy-scalar bit casts standing in for libdevice's (the simulator's are
 stubs): the tests use this to check the kernels without a GPU.
+
+Launch: through numba-cuda's dispatcher, or with ``FPSIM_CUDA_LAUNCH=raw``
+through ``cuda_launch`` (the same kernels compiled once per signature, launched
+through CuPy with pre-packed arguments). The simulator always uses the dispatcher.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from numba import cuda
 from fpsim.backends import cuda_loops, cuda_registries
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
+from fpsim.backends.cuda_launch import RawLauncher, launch_mode
 from fpsim.backends.numpy_backend import narrow_arrays
 from fpsim.backends.protocol import ARITY, COUNTERS, is_device_array
 from fpsim.backends.schedule import pairwise_program, stack_depth
@@ -91,9 +96,12 @@ class Backend:
 
     name = "cupy"
 
-    def __init__(self) -> None:
+    def __init__(self, launch: str | None = None) -> None:
         # Numba's CUDA simulator is a mode of the whole process (NUMBA_ENABLE_CUDASIM).
         self.simulator = SIMULATOR
+        self.raw: RawLauncher | None = None
+        self._launcher: RawLauncher | None = None
+        self.set_launch(launch_mode(launch))
         if not SIMULATOR:
             cuda_registries.load()
         self.digest = source_digest(cuda_loops)
@@ -107,6 +115,14 @@ class Backend:
         warnings.filterwarnings("ignore", message=r"Grid size .* under-utilization")
 
     # -- compilation and launch --------------------------------------------------
+
+    def set_launch(self, mode: str) -> None:
+        """Launch through numba-cuda's dispatcher ("numba") or ``cuda_launch`` ("raw");
+        under the simulator, always the dispatcher (there is no PTX)."""
+        raw = launch_mode(mode) == "raw" and not self.simulator
+        if raw and self._launcher is None:
+            self._launcher = RawLauncher()
+        self.raw = self._launcher if raw else None
 
     def loop(self, template, kernel: str = ""):
         """The CUDA kernel of ``template`` (a ``cuda_loops`` function), for ``kernel``."""
@@ -132,6 +148,10 @@ class Backend:
         return max(1, min(-(-n // THREADS), BLOCKS_PER_SM * sms)), THREADS
 
     def launch(self, template, n: int, *args, kernel: str = "") -> None:
+        if self.raw is not None:
+            self.raw((template.__name__, kernel), self.loop(template, kernel), n, args,
+                     THREADS, BLOCKS_PER_SM)
+            return
         blocks, threads = self.grid(n)
         with no_contraction():
             self.loop(template, kernel)[blocks, threads](*args)

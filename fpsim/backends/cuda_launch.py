@@ -1,0 +1,288 @@
+"""Launch the cupy backend's kernels without numba-cuda's dispatcher (``FPSIM_CUDA_LAUNCH``).
+
+numba-cuda's dispatcher types and marshals every argument on every call, about
+280 us of Python on an H100 whatever the size. Here each kernel is compiled once
+per signature by numba-cuda itself (contraction off: ``cuda_contraction``; its
+on-disk cache), its machine code loaded once per device as a CuPy module and
+launched through CuPy with the arguments packed as numba-cuda's kernel ABI lays
+them out, checked against the parameters of the PTX entry:
+
+- an array is ``meminfo, parent, nitems, itemsize, data, shape..., strides...``
+  (meminfo and parent are null on the device);
+- a tuple (the format's ``Spec``, a ``BlockSpec``) is its fields, one parameter
+  each; packed once per value and kept;
+- an integer, a float and a bool are one parameter of their width.
+
+``FPSIM_CUDA_LAUNCH=numba`` (the default) keeps numba-cuda's dispatcher. Under
+numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) there is no PTX: the
+dispatcher path is always used there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fpsim.backends.cuda_contraction import no_contraction
+
+MODES = ("numba", "raw")
+ENVIRONMENT = "FPSIM_CUDA_LAUNCH"
+# At most this many distinct tuple arguments (specs) are kept packed.
+PACKED_TUPLES = 1024
+
+_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\)", re.S)
+_PARAM = re.compile(r"\.param\s+\.(\w+)\s+([\w$]+)")
+
+
+def launch_mode(value: str | None = None) -> str:
+    """The launch path the cupy backend uses: ``FPSIM_CUDA_LAUNCH`` ("numba" if unset).
+
+    Examples
+    --------
+    >>> launch_mode("raw")
+    'raw'
+    >>> launch_mode("")
+    'numba'
+    """
+    if value is None:
+        value = os.environ.get(ENVIRONMENT, "")
+    mode = value.strip().lower() or "numba"
+    if mode not in MODES:
+        raise ValueError(f"{ENVIRONMENT}={value!r}: expected one of {', '.join(MODES)}")
+    return mode
+
+
+def entry_parameters(ptx: str) -> tuple[str, list[str]]:
+    """The name of the one kernel entry of ``ptx`` and its parameters' PTX types, in order.
+
+    Examples
+    --------
+    >>> entry_parameters(".visible .entry k(\\n .param .u64 k_0,\\n .param .f64 k_1\\n)\\n{")
+    ('k', ['u64', 'f64'])
+    """
+    entries = _ENTRY.findall(ptx)
+    if len(entries) != 1:
+        raise ValueError(f"expected one .entry in the PTX, found {len(entries)}")
+    name, params = entries[0]
+    return name, [kind for kind, _ in _PARAM.findall(params)]
+
+
+def _scalar_dtype(ty: Any) -> np.dtype:
+    """The NumPy type of one scalar parameter of numba type ``ty``."""
+    name = str(ty)
+    if name == "bool":
+        return np.dtype(np.uint8)
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise TypeError(f"a kernel argument of type {ty} has no raw launch") from None
+
+
+def parameter_dtypes(argtypes: Sequence[Any]) -> list[np.dtype]:
+    """The kernel's parameters for arguments of numba types ``argtypes``: numba-cuda's
+    kernel ABI, flattened, each as the NumPy type packed for it.
+
+    Examples
+    --------
+    >>> from numba.cuda import types
+    >>> [str(d) for d in parameter_dtypes([types.float32[::1], types.boolean])]
+    ['uint64', 'uint64', 'int64', 'int64', 'uint64', 'int64', 'int64', 'uint8']
+    """
+    out: list[np.dtype] = []
+    for ty in argtypes:
+        ndim = getattr(ty, "ndim", None)
+        if ndim is not None and hasattr(ty, "layout"):
+            out += [np.dtype(np.uint64)] * 2 + [np.dtype(np.int64)] * 2 + [np.dtype(np.uint64)]
+            out += [np.dtype(np.int64)] * (2 * ndim)
+        elif hasattr(ty, "types") and hasattr(ty, "count"):  # a tuple: its fields
+            out += parameter_dtypes(list(ty.types))
+        else:
+            out.append(_scalar_dtype(ty))
+    return out
+
+
+# PTX parameter types that hold each packed NumPy type (numba-cuda declares an integer
+# by its width, signed or not).
+PTX_TYPES = {"uint64": ("u64", "s64", "b64"), "int64": ("u64", "s64", "b64"),
+             "uint32": ("u32", "s32", "b32"), "int32": ("u32", "s32", "b32"),
+             "uint8": ("u8", "s8", "b8"), "int8": ("u8", "s8", "b8"),
+             "uint16": ("u16", "s16", "b16"), "int16": ("u16", "s16", "b16"),
+             "float64": ("f64",), "float32": ("f32",)}
+
+
+def matches_entry(dtypes: Sequence[np.dtype], ptx_types: Sequence[str]) -> list[str]:
+    """Where the packed parameters ``dtypes`` disagree with the PTX entry's (empty: none)."""
+    problems = []
+    if len(dtypes) != len(ptx_types):
+        problems.append(f"{len(dtypes)} parameters packed, the entry declares {len(ptx_types)}")
+    for i, (d, p) in enumerate(zip(dtypes, ptx_types, strict=False)):
+        if p not in PTX_TYPES.get(str(d), ()):
+            problems.append(f"parameter {i}: packed {d}, the entry declares .{p}")
+    return problems
+
+
+def _array_fields(x: Any) -> tuple[Any, ...]:
+    """(size, itemsize, data pointer, shape, strides) of a device array."""
+    if _is_cupy(x):
+        return x.size, x.itemsize, x.data.ptr, x.shape, x.strides
+    cai = x.__cuda_array_interface__
+    shape = tuple(cai["shape"])
+    itemsize = np.dtype(cai["typestr"]).itemsize
+    strides = cai.get("strides")
+    if strides is None:  # C-contiguous
+        strides, step = [], itemsize
+        for extent in reversed(shape):
+            strides.insert(0, step)
+            step *= extent
+    return int(np.prod(shape, dtype=np.int64)), itemsize, cai["data"][0], shape, tuple(strides)
+
+
+_cupy_ndarray: list[type] = []
+
+
+def _is_cupy(x: Any) -> bool:
+    return bool(_cupy_ndarray) and type(x) is _cupy_ndarray[0]
+
+
+def _array_key(x: Any) -> tuple[Any, ...]:
+    """What numba-cuda's typing reads of a device array: dtype, dimensions, layout."""
+    if _is_cupy(x):
+        flags = x.flags
+        return x.dtype, x.ndim, flags.c_contiguous, flags.f_contiguous
+    cai = x.__cuda_array_interface__
+    return cai["typestr"], len(cai["shape"]), cai.get("strides"), cai["data"][1]
+
+
+def signature_key(args: Sequence[Any]) -> tuple[Any, ...]:
+    """A key that tells apart the arguments numba-cuda types differently."""
+    key: list[Any] = []
+    for a in args:
+        if hasattr(a, "__cuda_array_interface__"):
+            key.append(_array_key(a))
+        elif isinstance(a, tuple):
+            key.append((type(a), *(type(v) for v in a)))
+        else:
+            key.append(type(a))
+    return tuple(key)
+
+
+def pack(argtypes: Sequence[Any], args: Sequence[Any],
+         tuples: dict[Any, list[Any]] | None = None) -> list[Any]:
+    """The kernel's parameters for ``args`` of numba types ``argtypes``, as NumPy scalars
+    in the order of the PTX entry (``parameter_dtypes``). ``tuples`` keeps packed tuple
+    arguments by value.
+
+    Examples
+    --------
+    >>> from numba.cuda import types
+    >>> pack([types.uint64, types.UniTuple(types.int64, 2), types.boolean],
+    ...      [np.uint64(7), (1, -2), True])
+    [np.uint64(7), np.int64(1), np.int64(-2), np.uint8(1)]
+    """
+    out: list[Any] = []
+    for ty, a in zip(argtypes, args, strict=True):
+        if hasattr(a, "__cuda_array_interface__"):
+            size, itemsize, ptr, shape, strides = _array_fields(a)
+            out += [np.uint64(0), np.uint64(0), np.int64(size), np.int64(itemsize),
+                    np.uint64(ptr)]
+            out += [np.int64(s) for s in shape]
+            out += [np.int64(s) for s in strides]
+        elif isinstance(a, tuple):
+            tag = (type(a), a)  # a Spec and a BlockSpec of equal fields are not one
+            packed = None if tuples is None else tuples.get(tag)
+            if packed is None:
+                packed = pack(list(ty.types), list(a))
+                if tuples is not None:
+                    if len(tuples) >= PACKED_TUPLES:
+                        tuples.clear()
+                    tuples[tag] = packed
+            out += packed
+        else:
+            out.append(_scalar_dtype(ty).type(a))
+    return out
+
+
+class RawLauncher:
+    """Compiles each kernel once per signature and launches it through CuPy.
+
+    ``build(dispatcher, argtypes, cc)`` gives a kernel's PTX and machine code
+    (default: ``build_kernel``).
+    """
+
+    def __init__(self, build: Callable[..., tuple[str, bytes]] | None = None) -> None:
+        self._build_kernel = build or build_kernel
+        self._lock = threading.Lock()
+        self._kernels: dict[Any, tuple[Any, ...]] = {}
+        self._tuples: dict[Any, list[Any]] = {}
+        self._devices: dict[int, tuple[int, tuple[int, int], int]] = {}
+
+    def device(self) -> tuple[int, tuple[int, int], int]:
+        """(id, compute capability, multiprocessors) of CuPy's current device."""
+        import cupy
+
+        if not _cupy_ndarray:
+            _cupy_ndarray.append(cupy.ndarray)
+        index = cupy.cuda.runtime.getDevice()
+        found = self._devices.get(index)
+        if found is None:
+            dev = cupy.cuda.Device(index)
+            cc = str(dev.compute_capability)
+            found = self._devices[index] = (
+                index, (int(cc[:-1]), int(cc[-1])), dev.attributes["MultiProcessorCount"])
+        return found
+
+    def kernel(self, name: Any, dispatcher: Any, args: Sequence[Any]) -> tuple[Any, ...]:
+        """(CuPy module, its function, numba argument types) of ``dispatcher`` for ``args``
+        on the current device."""
+        index, cc, _ = self.device()
+        key = (name, index, signature_key(args))
+        found = self._kernels.get(key)
+        if found is None:
+            with self._lock:
+                found = self._kernels.get(key)
+                if found is None:
+                    found = self._kernels[key] = self._load(dispatcher, args, cc)
+        return found
+
+    def _load(self, dispatcher: Any, args: Sequence[Any],
+              cc: tuple[int, int]) -> tuple[Any, ...]:
+        import cupy
+        from numba.cuda.typing.typeof import Purpose, typeof
+
+        # As numba-cuda's dispatcher types its arguments (CUDADispatcher.typeof_pyval).
+        argtypes = tuple(typeof(a, Purpose.argument) for a in args)
+        ptx, image = self._build_kernel(dispatcher, argtypes, cc)
+        entry, ptx_types = entry_parameters(ptx)
+        problems = matches_entry(parameter_dtypes(argtypes), ptx_types)
+        if problems:
+            raise RuntimeError(f"raw launch of {entry}: " + "; ".join(problems[:3]))
+        module = cupy.cuda.function.Module()
+        module.load(image)
+        return module, module.get_function(entry), argtypes
+
+    def __call__(self, name: Any, dispatcher: Any, n: int, args: Sequence[Any],
+                 threads: int, blocks_per_sm: int) -> None:
+        """Launch ``dispatcher``'s kernel (named ``name``) over ``n`` work items in
+        grid-stride loops, on the null stream as numba-cuda does."""
+        import cupy
+
+        _, _, sms = self.device()
+        _, function, argtypes = self.kernel(name, dispatcher, args)
+        blocks = max(1, min(-(-n // threads), blocks_per_sm * sms))
+        function((blocks,), (threads,), tuple(pack(argtypes, args, self._tuples)),
+                 stream=cupy.cuda.Stream.null)
+
+
+def build_kernel(dispatcher: Any, argtypes: tuple[Any, ...],
+                 cc: tuple[int, int]) -> tuple[str, bytes]:
+    """PTX and machine code of ``dispatcher``'s kernel for ``argtypes``: numba-cuda's own
+    compilation (contraction off, its on-disk cache) and linking, so that both launch
+    paths run the same machine code."""
+    with no_contraction():
+        library = dispatcher.compile(argtypes)._codelibrary
+        return library.get_asm_str(cc=cc), bytes(library.get_cubin(cc=cc))
