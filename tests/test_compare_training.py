@@ -16,6 +16,7 @@ import pytest
 
 import fpsim
 from fpsim.compare import training as T
+from fpsim.compare.gpu import NoGPU
 from fpsim.compare.report import training_markdown
 from fpsim.nn import functional as F
 
@@ -282,7 +283,7 @@ def test_without_a_gpu_the_suite_is_a_one_line_error(tmp_path):
     assert len(lines) == 1
     assert lines[0].startswith("fpsim compare: error: no usable GPU for the training suite: ")
     assert not out.exists()
-    with pytest.raises(fpsim.compare.gpu.NoGPU, match="no usable GPU for the training suite"):
+    with pytest.raises(NoGPU, match="no usable GPU for the training suite"):
         fpsim.compare.run("training", out=out)
     assert not out.exists()
 
