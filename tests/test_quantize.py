@@ -479,3 +479,22 @@ def test_current_scaling_special_values():
     assert fpsim.quantize(tiny, "per_tensor").scales.ravel()[0] == np.float32(
         1 / np.finfo(np.float32).max)
     assert fpsim.quantize(np.zeros((0, 3)), "per_tensor").scales.tolist() == [[1.0]]
+
+
+def test_telemetry_counts_what_the_elements_lost():
+    x = np.ones((2, 32))
+    x[0, :3] = [7.9, 0.2, -0.5]
+    x[1, :3] = [np.nan, 1.0, 1.0]
+    q = fpsim.quantize(x, "mxfp4_e2m1")
+    s = q.stats()
+    # Block 0: scale 2**(floor(log2 7.9) - 2) = 1; 7.9 rounds past 6 and saturates, 0.2
+    # flushes to zero (below 0.25), -0.5 is subnormal in e2m1 (smallest normal 1).
+    assert q.values[0, :3].tolist() == [6.0, 0.0, -0.5]
+    assert (s.saturated, s.flushed, s.subnormal) == (1 / 64, 1 / 64, 1 / 64)
+    assert np.isnan(s.amax)
+    assert s.scale_histogram[0] == (1.0, 1) and np.isnan(s.scale_histogram[1][0])
+    assert fpsim.quantize(x[:1], "mxfp4_e2m1").stats().amax == 7.9
+    empty = fpsim.quantize(np.zeros((0, 32)), "mxfp4_e2m1").stats()
+    assert (empty.saturated, empty.flushed, empty.scale_histogram) == (0.0, 0.0, ())
+    nv = fpsim.quantize(np.float32([[100.0] + [0.25] * 15]), "nvfp4").stats()
+    assert nv.flushed == 15 / 16  # 0.25 * encode lies below a quarter: zero

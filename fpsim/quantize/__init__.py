@@ -1,12 +1,18 @@
-"""Block quantization: the OCP MX schemes (``quantize``, ``dequantize``, ``Quantized``).
+"""Block quantization: MX, NVFP4, blockwise and current-scaled FP8 (``quantize``,
+``dequantize``, ``Quantized``).
 
 - ``schemes``: the schemes by name (element format, scale format, block size).
 - ``scale_rules``: the rules that pick a block's shared scale from its amax.
+- ``blocks``: the layout (blocks along an axis, or tiles of the last two axes).
+- ``mx``, ``nvfp4``, ``blockwise``, ``current``: each family's scales and scaled elements.
 - ``quantized``: ``quantize``, ``dequantize`` and the ``Quantized`` they exchange.
+- ``telemetry``: what a quantization saturated, flushed and made subnormal.
 """
 
 from fpsim.quantize.quantized import Quantized, dequantize, quantize
 from fpsim.quantize.scale_rules import SCALE_RULES
 from fpsim.quantize.schemes import SCHEMES, Scheme, scheme
+from fpsim.quantize.telemetry import QuantizationStats
 
-__all__ = ["SCALE_RULES", "SCHEMES", "Quantized", "Scheme", "dequantize", "quantize", "scheme"]
+__all__ = ["SCALE_RULES", "SCHEMES", "QuantizationStats", "Quantized", "Scheme", "dequantize",
+           "quantize", "scheme"]

@@ -17,15 +17,17 @@ _F32_MAX = np.finfo(np.float32).max
 
 
 def scale_nvfp4(blocks: Blocks) -> tuple[Floats, Floats, float]:
-    """The elements before rounding (``x * encode_scale`` in binary32, clipped to +-6; 0
-    where NaN), each block's UE4M3 decode scale and the tensor's decode scale.
+    """The elements before rounding (``x * encode_scale`` in binary32; 0 where NaN), each
+    block's UE4M3 decode scale and the tensor's decode scale. TransformerEngine clips the
+    elements to +-6 before rounding them: the same as the saturating rounding that
+    follows, in every mode.
 
     The steps of TransformerEngine's reference quantizer (``NVFP4QuantizerRef``), each a
     binary32 operation rounded to nearest even: ``global_encode = min(448 * 6 / amax,
     FLT_MAX)`` (1 where that is 0), ``global_decode = 1 / global_encode``, ``block_decode =
     e4m3(clip(min(block_amax * (global_encode * (1 / 6)), FLT_MAX), 448))``,
     ``encode = min(1 / (block_decode * global_decode), FLT_MAX)``, the elements
-    ``clip(x * encode, -6, 6)``.
+    ``x * encode``.
     """
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         x = blocks.values.astype(F32)
@@ -41,6 +43,6 @@ def scale_nvfp4(blocks: Blocks) -> tuple[Floats, Floats, float]:
         product = (decode_e4m3.astype(F32) * global_decode).astype(F32)
         encode = np.minimum(F32(1.0) / product, F32(_F32_MAX)).astype(F32)
         product32 = (x * blocks.each(encode).astype(F32)).astype(F32)
-        clipped = np.clip(product32, F32(-6.0), F32(6.0)).astype(np.float64)
-    scaled: Floats = np.where(np.isnan(clipped), 0.0, clipped)
+        wide = product32.astype(np.float64)
+    scaled: Floats = np.where(np.isnan(wide), 0.0, wide)
     return scaled, decode_e4m3, float(global_decode)

@@ -19,6 +19,7 @@ from fpsim.quantize.current import scale_current
 from fpsim.quantize.mx import scale_mx
 from fpsim.quantize.nvfp4 import scale_nvfp4
 from fpsim.quantize.schemes import Scheme, scheme
+from fpsim.quantize.telemetry import QuantizationStats, summarize
 from fpsim.rounding import round as round_to
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ class Quantized:
         The rounding mode of the elements.
     tensor_scale : float or None
         NVFP4's binary32 decode scale for the whole tensor (None for the MX schemes).
+    flags : numpy.ndarray of uint8
+        The IEEE flags of each element's rounding (``fpsim.OVERFLOW`` where it saturated).
+    amax : float
+        The input's largest magnitude (NaN if it held a NaN).
 
     Examples
     --------
@@ -73,7 +78,26 @@ class Quantized:
     scale_bits: Codes
     scale_rule: str
     rounding: str
+    flags: npt.NDArray[np.uint8]
+    amax: float
     tensor_scale: float | None = None
+
+    def stats(self) -> QuantizationStats:
+        """Telemetry: the shares of elements saturated, flushed to zero and subnormal, the
+        input's amax and the scales' histogram.
+
+        Returns
+        -------
+        QuantizationStats
+
+        Examples
+        --------
+        >>> import fpsim
+        >>> q = fpsim.quantize([100.0, 1e-5] + [1.0] * 30, "mxfp8_e4m3")
+        >>> q.stats().flushed * 32, q.stats().amax
+        (1.0, 100.0)
+        """
+        return summarize(self)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -209,14 +233,17 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     if sch.name == "per_tensor":  # an empty tensor: amax 0, scale 1
         per_block = per_block if per_block.size else np.ones(1)
         scaled, per_block = scaled.reshape(arr.shape), per_block.reshape((1,) * arr.ndim)
-    values = np.asarray(round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
-                                 subnormals=subnormals, saturate=True, seed=seed,
-                                 random_bits=random_bits), dtype=np.float64)
+    rounded, flags = round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
+                              subnormals=subnormals, saturate=True, seed=seed,
+                              random_bits=random_bits, flags=True)
+    values = np.asarray(rounded, dtype=np.float64)
     scales = np.moveaxis(per_block, -1, ax)
     return Quantized(scheme=sch, axis=ax, values=values,
                      bits=np.asarray(to_bits(values, sch.element)), scales=scales,
                      scale_bits=np.asarray(to_bits(scales, sch.scale_format)),
-                     scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale)
+                     scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
+                     flags=np.asarray(flags, dtype=np.uint8),
+                     amax=float(np.max(np.abs(arr))) if arr.size else 0.0)
 
 
 def dequantize(q: Quantized) -> Floats:

@@ -1,0 +1,68 @@
+"""Telemetry of a quantization: what the elements lost, and the scales it chose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fpsim.flags import OVERFLOW, UNDERFLOW
+
+if TYPE_CHECKING:
+    from fpsim.quantize.quantized import Quantized
+
+__all__ = ["QuantizationStats", "summarize"]
+
+
+@dataclass(frozen=True)
+class QuantizationStats:
+    """What one quantization did (``Quantized.stats()``).
+
+    Attributes
+    ----------
+    saturated : float
+        The share of elements whose rounding overflowed the element format and was clamped
+        to its largest value.
+    flushed : float
+        The share of nonzero scaled elements that became zero.
+    subnormal : float
+        The share of elements that are subnormal in the element format.
+    amax : float
+        The input's largest magnitude (NaN if it held a NaN).
+    scale_histogram : tuple of (float, int)
+        Each distinct scale and how many blocks have it, in increasing order (NaN last).
+
+    Examples
+    --------
+    >>> import numpy as np, fpsim
+    >>> x = np.array([7.9, 0.2, 0.5] + [1.0] * 29)
+    >>> s = fpsim.quantize(x, "mxfp4_e2m1").stats()
+    >>> s.saturated * 32, s.flushed * 32, s.subnormal * 32, s.amax, s.scale_histogram
+    (1.0, 1.0, 1.0, 7.9, ((1.0, 1),))
+    """
+
+    saturated: float
+    flushed: float
+    subnormal: float
+    amax: float
+    scale_histogram: tuple[tuple[float, int], ...]
+
+
+def summarize(q: Quantized) -> QuantizationStats:
+    """The telemetry of ``q``, from its elements, their rounding flags and its scales."""
+    n = max(q.values.size, 1)
+    tiny = np.abs(q.values) < q.scheme.element.smallest_normal
+    scales = q.scales.ravel()
+    finite = np.sort(scales[~np.isnan(scales)])
+    values, counts = np.unique(finite, return_counts=True)
+    histogram = [(float(v), int(c)) for v, c in zip(values, counts, strict=True)]
+    if np.isnan(scales).any():
+        histogram.append((float("nan"), int(np.isnan(scales).sum())))
+    return QuantizationStats(
+        saturated=float(np.count_nonzero(q.flags & OVERFLOW)) / n,
+        flushed=float(np.count_nonzero(((q.flags & UNDERFLOW) != 0) & (q.values == 0))) / n,
+        subnormal=float(np.count_nonzero(tiny & (q.values != 0))) / n,
+        amax=q.amax,
+        scale_histogram=tuple(histogram),
+    )
