@@ -173,14 +173,26 @@ def test_pack_lays_arguments_out_as_numba_cuda_does():
     assert str(argtypes[0]) == "array(float32, 2d, A)"
     got = pack(argtypes, args)
     data = view.__array_interface__["data"][0]
+
+    def bits(v):
+        return int(np.float64(v).view(np.int64))
+
     expected = [0, 0, 6, 4, data, 2, 3, 48, 4,
                 0, 0, 5, 8, flat.__array_interface__["data"][0], 5, 8,
-                2**64 - 1, 7, -126, spec.maxv, spec.minnorm, 1, 1, 0, 1, 1, spec.mode, 53,
+                -1, 7, -126, bits(spec.maxv), bits(spec.minnorm), 1, 1, 0, 1, 1, spec.mode, 53,
                 0, 7]
-    assert [int(v) if v.dtype.kind in "iub" else float(v) for v in got] == expected
-    assert [v.dtype for v in got] == parameter_dtypes(argtypes)
-    assert [str(v.dtype) for v in got[16:30]] == (
+    assert got == expected
+    assert [str(d) for d in parameter_dtypes(argtypes)[16:30]] == (
         ["uint64"] + ["int64"] * 2 + ["float64"] * 2 + ["int64"] * 7 + ["uint8", "int64"])
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, 1.5, -2.0**-1074, np.inf, -np.inf, 65504.0,
+                                   2.0**127 * 1.75])
+def test_a_float_slot_holds_its_bits(value):
+    got = cuda_launch.slot(value, np.dtype(np.float64))
+    assert got == int(np.array(value, np.float64).view(np.int64))
+    single = cuda_launch.slot(np.float32(value), np.dtype(np.float32)) & 0xFFFFFFFF
+    assert single == int(np.array(value, np.float32).view(np.uint32))
 
 
 def test_a_packed_tuple_is_kept_by_type_and_value():
@@ -225,7 +237,7 @@ def test_packing_matches_the_ptx_entry_of_every_signature_the_backend_launches()
         ptx_types = seen[argtypes]
         dtypes = parameter_dtypes(argtypes)
         assert matches_entry(dtypes, ptx_types) == [], (loop, kernel, dtype)
-        assert [v.dtype for v in pack(argtypes, args)] == dtypes
+        assert len(pack(argtypes, args)) == len(dtypes)
     assert len(seen) == 7
 
 
@@ -264,19 +276,32 @@ def test_a_wrong_packing_is_caught_by_the_entry():
 # -- the launcher, against a stand-in for CuPy --------------------------------------------
 
 def _fake_cupy(launches: list, loads: list):
-    class Function:
-        def __init__(self, name):
-            self.name = name
+    """CuPy's module loading and ``driver.launchKernel`` recording what a launch reads:
+    each parameter's 8 bytes through the array of pointers (the PTX entry's count)."""
+    import ctypes
 
-        def __call__(self, grid, block, args, shared_mem=0, stream=None):
-            launches.append((self.name, grid, block, args, stream))
+    functions: dict = {}
+
+    class Function:
+        def __init__(self, name, count):
+            self.name, self.count = name, count
+            self.ptr = id(self)
+            functions[self.ptr] = self
 
     class Module:
         def load(self, image):
             loads.append(image)
+            self.count = len(entry_parameters(image.decode())[1])
 
         def get_function(self, name):
-            return Function(name)
+            return Function(name, self.count)
+
+    def launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        function = functions[f]
+        pointers = (ctypes.c_uint64 * function.count).from_address(params)
+        values = [ctypes.c_int64.from_address(p).value for p in pointers]
+        launches.append((function.name, (gx, gy, gz), (bx, by, bz), values, stream, shared,
+                         extra))
 
     class Device:
         def __init__(self, index):
@@ -288,7 +313,7 @@ def _fake_cupy(launches: list, loads: list):
     cupy.cuda = types.SimpleNamespace(
         runtime=types.SimpleNamespace(getDevice=lambda: 0), Device=Device,
         function=types.SimpleNamespace(Module=Module),
-        Stream=types.SimpleNamespace(null="the null stream"))
+        driver=types.SimpleNamespace(launchKernel=launch_kernel))
     return cupy
 
 
@@ -300,8 +325,10 @@ def test_the_launcher_builds_once_and_launches_packed_arguments(monkeypatch):
     built: list = []
 
     def build(dispatcher, argtypes, cc):
+        assert cc == (9, 0)
         built.append((dispatcher, cc))
-        return _ptx(_stand_in(len(argtypes)), argtypes), b"machine code"
+        ptx = _ptx(_stand_in(len(argtypes)), argtypes)
+        return ptx, ptx.encode()  # the stand-in's module reads the entry from it
 
     launcher = cuda_launch.RawLauncher(build)
     x, out = np.arange(5.0), np.zeros(5)
@@ -309,12 +336,14 @@ def test_the_launcher_builds_once_and_launches_packed_arguments(monkeypatch):
     args = (DeviceArray(x), DeviceArray(out), spec, True)
     launcher("k", "dispatcher", 10**7, args, 256, 32)
     launcher("k", "dispatcher", 3, args, 256, 32)
-    assert built == [("dispatcher", (9, 0))] and loads == [b"machine code"]
-    (name1, grid1, block1, packed1, stream1), (_, grid2, _, packed2, _) = launches
+    assert [b for b, _ in built] == ["dispatcher"] and len(loads) == 1
+    (name1, grid1, block1, packed1, *rest1), (_, grid2, _, packed2, *_) = launches
     assert name1.startswith("_Z") and "stand_in" in name1
-    assert grid1 == (32 * 132,) and grid2 == (1,) and block1 == (256,)
-    assert stream1 == "the null stream"
-    assert packed1 == packed2 == tuple(pack(_typeof(args), args))
+    assert grid1 == (32 * 132, 1, 1) and grid2 == (1, 1, 1) and block1 == (256, 1, 1)
+    assert rest1 == [0, 0, 0]  # the legacy default stream, as numba-cuda; no shared memory
+    assert packed1 == packed2 == pack(_typeof(args), args)
+    assert packed1[0:7] == [0, 0, 5, 8, x.__array_interface__["data"][0], 5, 8]
+    assert packed1[-1] == 1 and len(packed1) == 7 + 7 + 11 + 1
     launcher("k", "dispatcher", 3, (DeviceArray(x.astype(np.float32)),) + args[1:], 256, 32)
     assert len(built) == 2  # a new signature compiles again
 

@@ -4,8 +4,9 @@ numba-cuda's dispatcher types and marshals every argument on every call, about
 280 us of Python on an H100 whatever the size. Here each kernel is compiled once
 per signature by numba-cuda itself (contraction off: ``cuda_contraction``; its
 on-disk cache), its machine code loaded once per device as a CuPy module and
-launched through CuPy with the arguments packed as numba-cuda's kernel ABI lays
-them out, checked against the parameters of the PTX entry:
+launched with one ``cuLaunchKernel`` (CuPy's driver API), the arguments packed
+into a buffer of 64-bit slots as numba-cuda's kernel ABI lays them out, checked
+against the parameters of the PTX entry:
 
 - an array is ``meminfo, parent, nitems, itemsize, data, shape..., strides...``
   (meminfo and parent are null on the device);
@@ -20,8 +21,10 @@ dispatcher path is always used there.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import struct
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +37,8 @@ MODES = ("numba", "raw")
 ENVIRONMENT = "FPSIM_CUDA_LAUNCH"
 # At most this many distinct tuple arguments (specs) are kept packed.
 PACKED_TUPLES = 1024
+# Parameters a raw launch takes at most (CUDA's limit is 4 KiB of them; 64-bit slots).
+MAX_PARAMETERS = 512
 
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\)", re.S)
 _PARAM = re.compile(r"\.param\s+\.(\w+)\s+([\w$]+)")
@@ -171,27 +176,47 @@ def signature_key(args: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(key)
 
 
+def slot(value: Any, dtype: np.dtype) -> int:
+    """``value`` as a parameter of NumPy type ``dtype`` in a 64-bit slot: its bits, as a
+    signed integer (the driver reads a parameter's own width from the slot's first bytes).
+
+    Examples
+    --------
+    >>> slot(2**64 - 1, np.dtype(np.uint64)), slot(-2, np.dtype(np.int64))
+    (-1, -2)
+    >>> slot(1.0, np.dtype(np.float64)) == 0x3FF0000000000000, slot(True, np.dtype(np.uint8))
+    (True, 1)
+    """
+    kind = dtype.kind
+    if kind == "f":
+        code = {8: "d", 4: "f"}[dtype.itemsize]
+        return int.from_bytes(struct.pack("<" + code, value), "little", signed=True)
+    x = int(value)
+    if kind == "u" and x >= 1 << 63:
+        x -= 1 << 64
+    return x
+
+
 def pack(argtypes: Sequence[Any], args: Sequence[Any],
-         tuples: dict[Any, list[Any]] | None = None) -> list[Any]:
-    """The kernel's parameters for ``args`` of numba types ``argtypes``, as NumPy scalars
-    in the order of the PTX entry (``parameter_dtypes``). ``tuples`` keeps packed tuple
-    arguments by value.
+         tuples: dict[Any, list[int]] | None = None) -> list[int]:
+    """The kernel's parameters for ``args`` of numba types ``argtypes``, in the order of
+    the PTX entry (``parameter_dtypes``), each as its 64-bit slot (``slot``). ``tuples``
+    keeps packed tuple arguments by value.
 
     Examples
     --------
     >>> from numba.cuda import types
     >>> pack([types.uint64, types.UniTuple(types.int64, 2), types.boolean],
     ...      [np.uint64(7), (1, -2), True])
-    [np.uint64(7), np.int64(1), np.int64(-2), np.uint8(1)]
+    [7, 1, -2, 1]
     """
-    out: list[Any] = []
+    out: list[int] = []
     for ty, a in zip(argtypes, args, strict=True):
         if hasattr(a, "__cuda_array_interface__"):
             size, itemsize, ptr, shape, strides = _array_fields(a)
-            out += [np.uint64(0), np.uint64(0), np.int64(size), np.int64(itemsize),
-                    np.uint64(ptr)]
-            out += [np.int64(s) for s in shape]
-            out += [np.int64(s) for s in strides]
+            out += [0, 0, size, itemsize, ptr]
+            out += shape
+            out += strides
         elif isinstance(a, tuple):
             tag = (type(a), a)  # a Spec and a BlockSpec of equal fields are not one
             packed = None if tuples is None else tuples.get(tag)
@@ -202,13 +227,27 @@ def pack(argtypes: Sequence[Any], args: Sequence[Any],
                         tuples.clear()
                     tuples[tag] = packed
             out += packed
+        elif isinstance(a, (bool, np.bool_)):
+            out.append(1 if a else 0)
         else:
-            out.append(_scalar_dtype(ty).type(a))
+            out.append(slot(a, _scalar_dtype(ty)))
     return out
 
 
+class _Slots(threading.local):
+    """A thread's parameter buffer: ``MAX_PARAMETERS`` 64-bit slots and the array of their
+    addresses that ``cuLaunchKernel`` reads (it copies the values before it returns)."""
+
+    def __init__(self) -> None:
+        self.values = (ctypes.c_int64 * MAX_PARAMETERS)()
+        base = ctypes.addressof(self.values)
+        self.pointers = (ctypes.c_uint64 * MAX_PARAMETERS)(
+            *(base + 8 * i for i in range(MAX_PARAMETERS)))
+        self.address = ctypes.addressof(self.pointers)
+
+
 class RawLauncher:
-    """Compiles each kernel once per signature and launches it through CuPy.
+    """Compiles each kernel once per signature and launches it through CuPy's driver API.
 
     ``build(dispatcher, argtypes, cc)`` gives a kernel's PTX and machine code
     (default: ``build_kernel``).
@@ -218,8 +257,9 @@ class RawLauncher:
         self._build_kernel = build or build_kernel
         self._lock = threading.Lock()
         self._kernels: dict[Any, tuple[Any, ...]] = {}
-        self._tuples: dict[Any, list[Any]] = {}
+        self._tuples: dict[Any, list[int]] = {}
         self._devices: dict[int, tuple[int, tuple[int, int], int]] = {}
+        self._slots = _Slots()
 
     def device(self) -> tuple[int, tuple[int, int], int]:
         """(id, compute capability, multiprocessors) of CuPy's current device."""
@@ -237,8 +277,8 @@ class RawLauncher:
         return found
 
     def kernel(self, name: Any, dispatcher: Any, args: Sequence[Any]) -> tuple[Any, ...]:
-        """(CuPy module, its function, numba argument types) of ``dispatcher`` for ``args``
-        on the current device."""
+        """(CuPy module, its function, numba argument types, the parameters' ``struct``
+        layout) of ``dispatcher`` for ``args`` on the current device."""
         index, cc, _ = self.device()
         key = (name, index, signature_key(args))
         found = self._kernels.get(key)
@@ -259,23 +299,28 @@ class RawLauncher:
         ptx, image = self._build_kernel(dispatcher, argtypes, cc)
         entry, ptx_types = entry_parameters(ptx)
         problems = matches_entry(parameter_dtypes(argtypes), ptx_types)
+        if len(ptx_types) > MAX_PARAMETERS:
+            problems.append(f"{len(ptx_types)} parameters, at most {MAX_PARAMETERS} launch")
         if problems:
             raise RuntimeError(f"raw launch of {entry}: " + "; ".join(problems[:3]))
         module = cupy.cuda.function.Module()
         module.load(image)
-        return module, module.get_function(entry), argtypes
+        layout = struct.Struct(f"<{len(ptx_types)}q")
+        return module, module.get_function(entry), argtypes, layout
 
     def __call__(self, name: Any, dispatcher: Any, n: int, args: Sequence[Any],
                  threads: int, blocks_per_sm: int) -> None:
         """Launch ``dispatcher``'s kernel (named ``name``) over ``n`` work items in
-        grid-stride loops, on the null stream as numba-cuda does."""
+        grid-stride loops, on the legacy default stream as numba-cuda does."""
         import cupy
 
         _, _, sms = self.device()
-        _, function, argtypes = self.kernel(name, dispatcher, args)
+        _, function, argtypes, layout = self.kernel(name, dispatcher, args)
         blocks = max(1, min(-(-n // threads), blocks_per_sm * sms))
-        function((blocks,), (threads,), tuple(pack(argtypes, args, self._tuples)),
-                 stream=cupy.cuda.Stream.null)
+        slots = self._slots
+        layout.pack_into(slots.values, 0, *pack(argtypes, args, self._tuples))
+        cupy.cuda.driver.launchKernel(function.ptr, blocks, 1, 1, threads, 1, 1, 0, 0,
+                                      slots.address, 0)
 
 
 def build_kernel(dispatcher: Any, argtypes: tuple[Any, ...],
