@@ -131,7 +131,9 @@ def test_a_run_as_records_tables_and_json():
            "(matmul, backward) |" in text
     assert ("Where the runs part at step 2 (replayed from its identical starting weights):"
             "\n\n- product: split-K or block model: matmul (backward, 4 of 6 differ, max 7 "
-            "ulp); a note\n") in text
+            "ulp); a note\n\nEach product, gradient summed over broadcast axes, tanh, exp "
+            "and log of that step's native graph, run by the emulation on native's own "
+            "inputs:\n\n- every one gives native's bits\n") in text
     assert "| 2 | 50.00% | 2 | 0 | 1 | 1.25 | 0.25 | 8 | 8 |" in text
     assert T.TrainingRun("x", "", True, "n", "e", steps).record().skipped == "no steps"
 
@@ -146,7 +148,7 @@ def _graph(policy="mixed", x=None):
     w2 = fpsim.tensor([[0.5], [-0.75]], requires_grad=True)
     with fpsim.precision.parse(policy):
         h = F.tanh(F.matmul(fpsim.tensor(x), w1) + b1)
-        loss = F.mse_loss(F.matmul(h, w2), np.ones((4, 1)))
+        loss = F.mse_loss(F.matmul(h, w2), np.ones((x.shape[0], 1)))
         loss.backward(8.0)
     return loss
 
@@ -435,3 +437,39 @@ def test_a_failed_search_for_sources_keeps_the_metrics(monkeypatch):
     assert "The search for sources failed at step 1: TypeError: planted." in \
         training_markdown([run])
     assert run.as_dict()["failed"] == "step 1: TypeError: planted"
+
+
+# -- the census: each operation again on native's own inputs ---------------------------
+
+def test_census_of_a_run_against_its_own_policy_is_empty():
+    assert T.census(_graph("mixed,model=H100"), "mixed,model=H100", fpsim.hw.H100) == []
+
+
+def test_census_finds_a_bias_sum_behind_nothing_else():
+    """The native run sums its gradients in fp16 (reduce=fp16), the emulation in fp32:
+    only the bias's gradient sum differs among the operations the census checks."""
+    rng = np.random.default_rng(0)
+    x = np.asarray(fpsim.round(rng.standard_normal((64, 3)), "fp16"))
+    (source,) = T.census(_graph("mixed,reduce=fp16", x=x), "mixed")
+    assert (source.phase, source.op, source.kind, source.shape) == (
+        "backward", "add (its gradient summed over broadcast axes)", T.REDUCTION, (2,))
+    assert source.note == T.ON_NATIVE
+    # Against the reference: the fp16 sum of the 64 rows, and the fp32 sum rounded to fp16.
+    b = _node(_graph("mixed,reduce=fp16", x=x), "add")
+    g = b.grad
+    fp16 = fpsim.sum(g, axis=0, accum="fp16")
+    fp32 = fpsim.round(fpsim.sum(g, axis=0, accum="fp32"), "fp16")
+    assert source.differ == int(np.sum(fpsim.to_bits(fp16, "fp16") != fpsim.to_bits(fp32,
+                                                                                 "fp16")))
+
+
+def test_census_finds_planted_products_and_functions():
+    native = _graph("mixed,model=H100")
+    product, tanh = _node(native, "matmul"), _node(native, "tanh")
+    product.data = _plant(product.data, (3, 0), 2)
+    tanh.data = _plant(tanh.data, (1, 1), 1)
+    sources = T.census(native, "mixed,model=H100", fpsim.hw.H100)
+    assert [(s.phase, s.op, s.kind, s.differ, s.max_ulp) for s in sources] == [
+        ("forward", "matmul", T.PRODUCT, 1, 2.0), ("forward", "tanh", T.TRANSCENDENTAL, 1, 1.0)]
+    assert sources[0].note == (f"{T.ON_NATIVE}; H100 block FMA in one pass: 87.50% identical "
+                               "(K = 3: too short to split)")

@@ -80,7 +80,7 @@ def _step(n: int | None) -> str:
 def training_markdown(runs: Sequence[TrainingRun]) -> str:
     """The training suite's tables: a row per model, then per model the sources of
     difference where its runs part and a row per step."""
-    from fpsim.compare.training import first_part
+    from fpsim.compare.training import ON_NATIVE, first_part
 
     lines = ["## Training: native against emulated, step by step", "",
              "| model | every operation modelled | steps | weights part at step | "
@@ -104,9 +104,15 @@ def training_markdown(runs: Sequence[TrainingRun]) -> str:
             lines += [f"The search for sources failed at {r.failed}.", ""]
         for step in r.replayed:
             found = [s for s in r.sources if s.step == step]
+            walked = [s for s in found if not s.note.startswith(ON_NATIVE)]
+            alone = [s for s in found if s.note.startswith(ON_NATIVE)]
             lines += [f"Where the runs part at step {step} (replayed from its identical "
                       "starting weights):", ""]
-            lines += [f"- {s}" for s in found] or ["- no operation: the graphs agree"]
+            lines += [f"- {s}" for s in walked] or ["- no operation: the graphs agree"]
+            lines += ["", "Each product, gradient summed over broadcast axes, tanh, exp "
+                      "and log of that step's native graph, run by the emulation "
+                      f"{ON_NATIVE}:", ""]
+            lines += [f"- {s}" for s in alone] or ["- every one gives native's bits"]
             lines.append("")
         lines += ["| step | identical | max ulp | median ulp | loss native | loss emulated | "
                   "difference | scale native | scale emulated |",

@@ -510,6 +510,114 @@ def walk(native: Tensor, emulated: Tensor, preset: Any = None) -> list[Source]:
     return sources
 
 
+# The transcendental functions ``census`` evaluates as the emulation does (binary64, then
+# rounded once); sigmoid's formula is the engine's own and is not re-evaluated here.
+TRANSCENDENTAL_FORWARD: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": np.tanh, "exp": np.exp, "log": np.log}
+ON_NATIVE = "on native's own inputs"
+
+
+def census(native: Tensor, policy: Any, preset: Any = None) -> list[Source]:
+    """Each product, gradient summed over broadcast axes and transcendental function of a
+    native step's graph run again by the emulation on native's own inputs (on the host):
+    those whose result differs from native's.
+
+    Where ``walk`` names the operations where two runs first part, this names every
+    operation of those kinds that would part on its own, also behind a difference
+    upstream (a bias's gradient sum behind a differing softmax). Products are 2-D
+    ``matmul`` forward and backward (``explain_product`` notes the split-K slicings);
+    the sums, those ``reduce_broadcast`` does in backward; the functions, tanh, exp and
+    log.
+
+    Parameters
+    ----------
+    native : Tensor
+        The native run's loss, after ``backward``.
+    policy : Policy or str
+        The emulated policy.
+    preset : fpsim.hw.BlockFMA, optional
+        The GPU's block-FMA preset, for the products' notes.
+
+    Returns
+    -------
+    list of Source
+        In the graph's order, forward before backward; each note says it was found
+        on native's own inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> from fpsim.nn import functional as F
+    >>> w = fpsim.tensor(np.linspace(-1, 1, 6).reshape(3, 2), requires_grad=True)
+    >>> with fpsim.precision.parse("native_fp16"):
+    ...     loss = F.tanh(F.matmul(fpsim.tensor(np.ones((2, 3)) / 3), w)).sum()
+    ...     loss.backward()
+    >>> census(loss, "mixed")
+    []
+    """
+    from fpsim.autograd.tensor import reduce_broadcast
+    from fpsim.precision import numerics
+    from fpsim.precision.policy import as_policy
+
+    p = as_policy(policy)
+    nodes, place, values = _nodes(native)
+    found: list[Source] = []
+
+    def check(phase: str, op: str, kind: str, mine: Any, theirs: Any, fmt: Format,
+              note: str = "") -> None:
+        c = compare_values(mine, theirs, _wider(fmt, mine))
+        if c is not None and not _identical(c):
+            text = f"{ON_NATIVE}; {note}" if note else ON_NATIVE
+            found.append(_source(phase, op, kind, c, tuple(np.shape(mine)), text))
+
+    def product(a: np.ndarray, b: np.ndarray, out: Any, phase: str) -> None:
+        if a.ndim != 2 or b.ndim != 2:
+            return
+        # As the engine uses it: in the compute format (NumPy's native float32 product
+        # is rounded there later; cuBLAS's fp16 GEMM is there already).
+        out = np.asarray(fpsim.round(host(out), p.compute), dtype=np.float64)
+        emulated = numerics.matmul(a, b, p)
+        c = compare_values(out, emulated, p.compute)
+        if c is not None and not _identical(c):
+            note = explain_product(a, b, out, preset, p.compute) if preset is not None else ""
+            check(phase, "matmul", PRODUCT, out, emulated, p.compute, note)
+
+    backward: list[tuple[Tensor, list[Any]]] = []
+    for i, t in enumerate(nodes):
+        inputs = [host(values[place[id(q)]].data) for q in t._parents]
+        if t.op == "matmul":
+            product(inputs[0], inputs[1], values[i].data, "forward")
+        elif t.op in TRANSCENDENTAL_FORWARD:
+            with np.errstate(all="ignore"):
+                emulated = numerics.round(TRANSCENDENTAL_FORWARD[t.op](inputs[0]), t.format, p)
+            check("forward", t.op, TRANSCENDENTAL, values[i].data, emulated, t.format)
+        if t._backward is not None and t.grad is not None:
+            backward.append((t, inputs))
+    for t, inputs in reversed(backward):
+        assert t._backward is not None and t.grad is not None  # as collected
+        grads = t._backward(t.grad)
+        for k, q in enumerate(t._parents):
+            g = grads[k][0] if isinstance(grads[k], tuple) else grads[k]
+            if g is None or not q.requires_grad:
+                continue
+            if tuple(g.shape) != tuple(q.shape):
+                mine = numerics.round(reduce_broadcast(g, tuple(q.shape), t._policy)[0],
+                                      q.format, t._policy)
+                theirs = numerics.round(reduce_broadcast(host(g), tuple(q.shape), p)[0],
+                                        q.format, p)
+                check("backward", f"{t.op} (its gradient summed over broadcast axes)",
+                      REDUCTION, mine, theirs, q.format)
+            elif t.op == "matmul":
+                g_in = host(t.grad)
+                a, b = inputs
+                if k == 0:
+                    product(g_in, b.swapaxes(-1, -2), g, "backward")
+                else:
+                    product(a.swapaxes(-1, -2), g_in, g, "backward")
+    return found
+
+
 # -- the models ------------------------------------------------------------------------
 
 Batch = tuple[Any, Any]
@@ -844,6 +952,7 @@ def replay(runs: dict[str, tuple[Any, Any, list[Any]]], spec: TrainingModel, bat
                 loss.backward(scale)
             losses[label] = loss
         found = walk(losses["native"], losses["emulated"], preset)
+        found += census(losses["native"], runs["emulated"][1].policy, preset)
         fmts = [p.format for p in runs["emulated"][2]]
         same = all(a.grad is None and b.grad is None or
                    a.grad is not None and b.grad is not None and
