@@ -402,3 +402,28 @@ def test_the_gpu_check_says_when_there_is_no_gpu(tmp_path, capsys):
     assert (tmp_path / "record" / "launch_check.txt").read_text() == said
     with pytest.raises(SystemExit):
         cuda_launch_check.main(["--out", str(tmp_path), "--repeat", "0"])
+
+
+def test_numba_cuda_arrays_are_read_once_others_on_every_launch(monkeypatch):
+    """numba-cuda's device arrays never change pointer or shape: read once, kept by weak
+    reference; any other device array (a tensor can be resized in place) on every call."""
+    import gc
+
+    class NumbaLike(DeviceArray):
+        pass
+
+    monkeypatch.setattr(cuda_launch, "_numba_arrays", [NumbaLike])
+    monkeypatch.setattr(cuda_launch, "_foreign", {})
+    kept, other = NumbaLike(np.zeros(3)), DeviceArray(np.zeros(3))
+    first_kept = cuda_launch.device_array(kept)
+    first_other = cuda_launch.device_array(other)
+    for a in (kept, other):
+        a.__cuda_array_interface__ = dict(a.__cuda_array_interface__, shape=(2,))
+    assert cuda_launch.device_array(kept) == first_kept
+    assert cuda_launch.device_array(other) != first_other
+    assert cuda_launch.device_array(other)[1][2] == 2  # nitems of the new shape
+    del kept
+    gc.collect()
+    for n in range(1, 40):  # whatever id a new array gets, it is read for itself
+        fresh = NumbaLike(np.zeros(n))
+        assert cuda_launch.device_array(fresh)[1][2] == n

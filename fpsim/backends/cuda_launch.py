@@ -26,6 +26,7 @@ import os
 import re
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -131,44 +132,62 @@ def matches_entry(dtypes: Sequence[np.dtype], ptx_types: Sequence[str]) -> list[
     return problems
 
 
-def _array_fields(x: Any) -> tuple[Any, ...]:
-    """(size, itemsize, data pointer, shape, strides) of a device array."""
-    if _is_cupy(x):
-        return x.size, x.itemsize, x.data.ptr, x.shape, x.strides
+_cupy_ndarray: list[type] = []
+# numba-cuda's device arrays (the backend's own buffers, host inputs copied over), whose
+# pointer and shape never change, are read once through their interface: id -> (weak
+# reference, key, parameters). Any other array is read on every launch.
+_numba_arrays: list[type] = []
+_foreign: dict[int, tuple[Any, tuple[Any, ...], list[int]]] = {}
+FOREIGN_ARRAYS = 256
+
+
+def device_array(x: Any) -> tuple[tuple[Any, ...], list[int]] | None:
+    """For a device array, what numba-cuda's typing reads of it (dtype, dimensions,
+    layout) and its parameters (``pack``); None for anything else.
+
+    Examples
+    --------
+    >>> device_array(np.uint64(3)) is None
+    True
+    """
+    if _cupy_ndarray and type(x) is _cupy_ndarray[0]:
+        a: Any = x
+        flags = a.flags
+        return ((a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous),
+                [0, 0, a.size, a.itemsize, a.data.ptr, *a.shape, *a.strides])
+    found = _foreign.get(id(x))
+    if found is not None and found[0]() is x:
+        return found[1], found[2]
+    if not hasattr(x, "__cuda_array_interface__"):
+        return None
     cai = x.__cuda_array_interface__
     shape = tuple(cai["shape"])
     itemsize = np.dtype(cai["typestr"]).itemsize
     strides = cai.get("strides")
+    key = (cai["typestr"], len(shape), strides, cai["data"][1])
     if strides is None:  # C-contiguous
         strides, step = [], itemsize
         for extent in reversed(shape):
             strides.insert(0, step)
             step *= extent
-    return int(np.prod(shape, dtype=np.int64)), itemsize, cai["data"][0], shape, tuple(strides)
-
-
-_cupy_ndarray: list[type] = []
-
-
-def _is_cupy(x: Any) -> bool:
-    return bool(_cupy_ndarray) and type(x) is _cupy_ndarray[0]
-
-
-def _array_key(x: Any) -> tuple[Any, ...]:
-    """What numba-cuda's typing reads of a device array: dtype, dimensions, layout."""
-    if _is_cupy(x):
-        flags = x.flags
-        return x.dtype, x.ndim, flags.c_contiguous, flags.f_contiguous
-    cai = x.__cuda_array_interface__
-    return cai["typestr"], len(cai["shape"]), cai.get("strides"), cai["data"][1]
+    size = int(np.prod(shape, dtype=np.int64))
+    params = [0, 0, size, itemsize, cai["data"][0], *shape, *strides]
+    if not (_numba_arrays and isinstance(x, _numba_arrays[0])):
+        return key, params
+    ref = weakref.ref(x)
+    if len(_foreign) >= FOREIGN_ARRAYS:
+        _foreign.clear()
+    _foreign[id(x)] = (ref, key, params)
+    return key, params
 
 
 def signature_key(args: Sequence[Any]) -> tuple[Any, ...]:
     """A key that tells apart the arguments numba-cuda types differently."""
     key: list[Any] = []
     for a in args:
-        if hasattr(a, "__cuda_array_interface__"):
-            key.append(_array_key(a))
+        array = device_array(a)
+        if array is not None:
+            key.append(array[0])
         elif isinstance(a, tuple):
             key.append((type(a), *(type(v) for v in a)))
         else:
@@ -212,11 +231,9 @@ def pack(argtypes: Sequence[Any], args: Sequence[Any],
     """
     out: list[int] = []
     for ty, a in zip(argtypes, args, strict=True):
-        if hasattr(a, "__cuda_array_interface__"):
-            size, itemsize, ptr, shape, strides = _array_fields(a)
-            out += [0, 0, size, itemsize, ptr]
-            out += shape
-            out += strides
+        array = device_array(a)
+        if array is not None:
+            out += array[1]
         elif isinstance(a, tuple):
             tag = (type(a), a)  # a Spec and a BlockSpec of equal fields are not one
             packed = None if tuples is None else tuples.get(tag)
@@ -266,6 +283,9 @@ class RawLauncher:
         import cupy
 
         if not _cupy_ndarray:
+            from numba.cuda.cudadrv.devicearray import DeviceNDArrayBase
+
+            _numba_arrays.append(DeviceNDArrayBase)
             _cupy_ndarray.append(cupy.ndarray)
         index = cupy.cuda.runtime.getDevice()
         found = self._devices.get(index)
