@@ -152,8 +152,10 @@ def operands(fmt, arity, n, rng) -> list[np.ndarray]:
         near = rng.random(n) < 0.4
         scale = 2.0 ** rng.integers(-fmt.man_bits - 3, 3, n) * rng.choice([-1, 1], n)
         with np.errstate(all="ignore"):
-            moved = numpy_round(ops[0] * scale, fmt)
-        ops[1] = np.where(near & np.isfinite(moved), moved, ops[1])
+            product = ops[0] * scale
+            # A format without NaN (fp6, fp4) refuses to round one: NaN moves nothing.
+            moved = numpy_round(np.where(np.isnan(product), 0.0, product), fmt)
+        ops[1] = np.where(near & np.isfinite(moved) & ~np.isnan(product), moved, ops[1])
     if fmt.man_bits < 52:
         for op in ops:
             bad = rng.random(n) < 0.02
