@@ -115,7 +115,8 @@ def round(
     ------
     ValueError
         An unknown format or rounding mode; a value fpsim cannot take exactly;
-        a NaN in ``x`` when ``fmt`` has no NaN (``fp6_e2m3``, ``fp6_e3m2``, ``fp4_e2m1``);
+        a NaN in ``x`` when ``fmt`` has no NaN (``fp6_e2m3``, ``fp6_e3m2``, ``fp4_e2m1``)
+        and the result goes into a dtype of that format (``dtype=``, ``out=``);
         a ``seed``, ``random_bits`` or flag argument out of range or of the
         wrong type; a ``dtype`` that does not hold exactly ``fmt``'s values; an
         ``out`` of another shape, a dtype that cannot hold the values, read-only,
@@ -148,7 +149,8 @@ def round(
     """
     if out is not None and dtype is not None:
         raise ValueError("give dtype or out, not both: out's dtype is the result's")
-    _refuse_nan(x, as_format(fmt))
+    if dtype is not None or (out is not None and getattr(out, "dtype", None) not in _WIDE):
+        _refuse_nan(x, as_format(fmt))
     return elementwise(
         "round_value", {"x": x}, fmt, rounding, subnormals=subnormals, saturate=saturate,
         flags=flags, seed=seed, random_bits=random_bits, arithmetic=False, into=out,
@@ -156,9 +158,13 @@ def round(
     )
 
 
+_WIDE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _refuse_nan(x: Any, fmt: Format) -> None:
-    """ValueError where ``x`` holds a NaN and ``fmt`` has no NaN (OCP fp6, fp4): the OCP MX
-    specification leaves the conversion implementation-defined, and fpsim invents no value."""
+    """ValueError where ``x`` holds a NaN and ``fmt`` has no NaN (OCP fp6, fp4), for a
+    result stored in a dtype of the format itself: it has no encoding for it (the OCP MX
+    specification leaves the conversion implementation-defined; fpsim invents no value)."""
     if fmt.nan:
         return
     arr = as_float_array(x, "x", device=True)
@@ -166,7 +172,8 @@ def _refuse_nan(x: Any, fmt: Format) -> None:
     if bool(nan.any()):
         first = int(nan.reshape(-1).argmax())
         raise ValueError(f"x: NaN at flat index {first}, and {fmt.name} has no NaN encoding "
-                         "(every encoding of it is finite): replace NaNs before rounding")
+                         "(every encoding of it is finite) for the dtype asked for: replace "
+                         "NaNs before rounding")
 
 
 def _matching(dtype: npt.DTypeLike | None, fmt: Format) -> np.dtype:

@@ -274,9 +274,17 @@ def test_nearest_even_agrees_with_ml_dtypes_casts(name):
 
 
 @pytest.mark.parametrize("name", ["fp6_e2m3", "fp6_e3m2", "fp4_e2m1"])
-def test_nan_into_a_format_without_nan_is_refused(name):
+def test_nan_into_a_format_without_nan(name):
+    values, flags = fpsim.round([1.0, math.nan], name, flags=True)
+    assert values[0] == 1.0 and math.isnan(values[1]) and flags.tolist() == [0, INVALID]
+    with pytest.raises(ValueError, match="not representable"):
+        fpsim.to_bits(values, name)
     with pytest.raises(ValueError, match="NaN at flat index 1.*no NaN"):
-        fpsim.round([1.0, math.nan], name)
+        fpsim.round([1.0, math.nan], name, dtype=ML[name])
+    with pytest.raises(ValueError, match="NaN at flat index 1.*no NaN"):
+        fpsim.round([1.0, math.nan], name, out=np.zeros(2, ML[name]))
+    out = np.zeros(2)
+    assert math.isnan(fpsim.round([1.0, math.nan], name, out=out)[1])
 
 
 def test_no_nan_formats_saturate_and_e4m3_still_gives_nan():
