@@ -329,6 +329,7 @@ def test_the_suite_under_the_simulator(tmp_path):
         assert r["native"] == "native_fp16" and r["emulated"] == f"mixed,model={doc['preset']}"
         assert all(s["kind"] in T.KINDS for s in r["sources"])
         assert r["failed"] is None  # every replay and walk ran
+        assert r["seconds"] > 0
     # The digits MLP: the stand-in's sums (NumPy's pairwise order) are not the backend's
     # sequential ones, so cross_entropy's forward is a reduction-order source.
     digits = by_name["digits_mlp"]

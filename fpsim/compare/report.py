@@ -99,7 +99,8 @@ def training_markdown(runs: Sequence[TrainingRun]) -> str:
         lines += ["", f"### {r.model}", "", f"{r.description[:1].upper()}"
                   f"{r.description[1:]}. Native: `{r.native}`; "
                   f"emulated: `{r.emulated}`; dynamic loss scaling; the parameters compared "
-                  f"in {r.params.name}. Verdict: {r.verdict}.", ""]
+                  f"in {r.params.name}. Verdict: {r.verdict}. Wall time {r.seconds:.1f} s "
+                  "(both runs, the comparisons and the search for sources).", ""]
         if r.failed:
             lines += [f"The search for sources failed at {r.failed}.", ""]
         for step in r.replayed:

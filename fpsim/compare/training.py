@@ -788,6 +788,8 @@ class TrainingRun:
     failed : str, default ""
         Where and why the search for sources failed ("" when it did not): the step
         metrics stand without it.
+    seconds : float, default 0
+        The wall time of both runs, their comparison and the search for sources.
     """
 
     model: str
@@ -801,6 +803,7 @@ class TrainingRun:
     final: Comparison | None = None
     params: Format = field(default_factory=lambda: as_format("fp32"))
     failed: str = ""
+    seconds: float = 0.0
 
     @property
     def verdict(self) -> str:
@@ -840,6 +843,7 @@ class TrainingRun:
                     first_weights_part=first_part(self.steps),
                     first_loss_part=first_part(self.steps, "losses"),
                     replayed=list(self.replayed), failed=self.failed or None,
+                    seconds=self.seconds,
                     sources=[s.as_dict() for s in self.sources],
                     steps=[s.as_dict() for s in self.steps])
 
@@ -885,6 +889,7 @@ def train_and_compare(spec: TrainingModel, preset: Any, steps: int = DEFAULT_STE
     """
     from fpsim.training import Trainer
 
+    start = time.perf_counter()
     policies = {"native": NATIVE, "emulated": emulated_policy(preset)}
     runs: dict[str, tuple[Any, Any, list[Any]]] = {}
     batches: list[Batch] = []
@@ -930,7 +935,7 @@ def train_and_compare(spec: TrainingModel, preset: Any, steps: int = DEFAULT_STE
                                fmt)
     return TrainingRun(spec.name, spec.description, spec.modelled, policies["native"],
                        policies["emulated"], tuple(results), tuple(sources), tuple(replayed),
-                       final, fmt, failed)
+                       final, fmt, failed, time.perf_counter() - start)
 
 
 def replay(runs: dict[str, tuple[Any, Any, list[Any]]], spec: TrainingModel, batch: Batch,
