@@ -474,3 +474,20 @@ def test_census_finds_planted_products_and_functions():
         ("forward", "matmul", T.PRODUCT, 1, 2.0), ("forward", "tanh", T.TRANSCENDENTAL, 1, 1.0)]
     assert sources[0].note == (f"{T.ON_NATIVE}; H100 block FMA in one pass: 87.50% identical "
                                "(K = 3: too short to split)")
+
+
+def test_the_digits_mlp_is_the_reproduce_tasks():
+    from fpsim.reproduce.tasks import TASKS
+
+    model, opt, batches = T.models()[0].build(3, 2)
+    task = TASKS["digits_mlp"]
+    theirs, _ = task.build(3)
+    for a, b in zip(model.parameters(), theirs.parameters(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    stream = task.batches(3)
+    for got in batches:
+        want = next(stream)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    assert (opt.lr, opt.momentum) == (task.hyperparameters["lr"],
+                                      task.hyperparameters["momentum"])

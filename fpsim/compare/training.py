@@ -653,16 +653,12 @@ class TrainingModel:
 
 def _digits_task(seed: int, steps: int, hidden: int | None, batch: int | None
                  ) -> tuple[Any, Any, list[Batch]]:
-    from fpsim import nn, optim
     from fpsim.reproduce.tasks import TASKS
 
     task = TASKS["digits_mlp"]
-    h = dict(task.hyperparameters)
-    h.update({k: v for k, v in (("hidden", hidden), ("batch_size", batch)) if v})
-    task = dataclasses.replace(task, hyperparameters=h)
-    nn.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(64, h["hidden"]), nn.ReLU(), nn.Linear(h["hidden"], 10))
-    opt = optim.SGD(model.parameters(), lr=h["lr"], momentum=h["momentum"])
+    sizes = {k: v for k, v in (("hidden", hidden), ("batch_size", batch)) if v}
+    task = dataclasses.replace(task, hyperparameters={**task.hyperparameters, **sizes})
+    model, opt = task.build(seed)
     stream = task.batches(seed)
     return model, opt, [next(stream) for _ in range(steps)]
 
