@@ -181,11 +181,12 @@ def device_array(x: Any) -> tuple[tuple[Any, ...], list[int]] | None:
     return key, params
 
 
-def signature_key(args: Sequence[Any]) -> tuple[Any, ...]:
-    """A key that tells apart the arguments numba-cuda types differently."""
+def signature_key(args: Sequence[Any], arrays: Sequence[Any] | None = None) -> tuple[Any, ...]:
+    """A key that tells apart the arguments numba-cuda types differently (``arrays``: each
+    argument's ``device_array``, when already read)."""
     key: list[Any] = []
-    for a in args:
-        array = device_array(a)
+    for i, a in enumerate(args):
+        array = device_array(a) if arrays is None else arrays[i]
         if array is not None:
             key.append(array[0])
         elif isinstance(a, tuple):
@@ -217,10 +218,12 @@ def slot(value: Any, dtype: np.dtype) -> int:
 
 
 def pack(argtypes: Sequence[Any], args: Sequence[Any],
-         tuples: dict[Any, list[int]] | None = None) -> list[int]:
+         tuples: dict[Any, list[int]] | None = None,
+         arrays: Sequence[Any] | None = None) -> list[int]:
     """The kernel's parameters for ``args`` of numba types ``argtypes``, in the order of
     the PTX entry (``parameter_dtypes``), each as its 64-bit slot (``slot``). ``tuples``
-    keeps packed tuple arguments by value.
+    keeps packed tuple arguments by value; ``arrays``: each argument's ``device_array``,
+    when already read.
 
     Examples
     --------
@@ -230,8 +233,8 @@ def pack(argtypes: Sequence[Any], args: Sequence[Any],
     [7, 1, -2, 1]
     """
     out: list[int] = []
-    for ty, a in zip(argtypes, args, strict=True):
-        array = device_array(a)
+    for i, (ty, a) in enumerate(zip(argtypes, args, strict=True)):
+        array = device_array(a) if arrays is None else arrays[i]
         if array is not None:
             out += array[1]
         elif isinstance(a, tuple):
@@ -296,11 +299,12 @@ class RawLauncher:
                 index, (int(cc[:-1]), int(cc[-1])), dev.attributes["MultiProcessorCount"])
         return found
 
-    def kernel(self, name: Any, dispatcher: Any, args: Sequence[Any]) -> tuple[Any, ...]:
+    def kernel(self, name: Any, dispatcher: Any, args: Sequence[Any],
+               arrays: Sequence[Any] | None = None) -> tuple[Any, ...]:
         """(CuPy module, its function, numba argument types, the parameters' ``struct``
         layout) of ``dispatcher`` for ``args`` on the current device."""
         index, cc, _ = self.device()
-        key = (name, index, signature_key(args))
+        key = (name, index, signature_key(args, arrays))
         found = self._kernels.get(key)
         if found is None:
             with self._lock:
@@ -335,10 +339,11 @@ class RawLauncher:
         import cupy
 
         _, _, sms = self.device()
-        _, function, argtypes, layout = self.kernel(name, dispatcher, args)
+        arrays = [device_array(a) for a in args]
+        _, function, argtypes, layout = self.kernel(name, dispatcher, args, arrays)
         blocks = max(1, min(-(-n // threads), blocks_per_sm * sms))
         slots = self._slots
-        layout.pack_into(slots.values, 0, *pack(argtypes, args, self._tuples))
+        layout.pack_into(slots.values, 0, *pack(argtypes, args, self._tuples, arrays))
         cupy.cuda.driver.launchKernel(function.ptr, blocks, 1, 1, threads, 1, 1, 0, 0,
                                       slots.address, 0)
 
