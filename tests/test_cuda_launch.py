@@ -427,3 +427,39 @@ def test_numba_cuda_arrays_are_read_once_others_on_every_launch(monkeypatch):
     for n in range(1, 40):  # whatever id a new array gets, it is read for itself
         fresh = NumbaLike(np.zeros(n))
         assert cuda_launch.device_array(fresh)[1][2] == n
+
+
+def test_the_gpu_check_runs_every_variant_and_catches_a_difference():
+    """Under the simulator (both paths the dispatcher there) with the CuPy stand-in, the
+    GPU check runs each variant through the backend's interface; a planted difference and
+    a planted failure of the second path are reported."""
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(HERE)!r})\n"
+        "import fake_cupy\n"
+        "from fpsim.backends import cuda_launch_check as c\n"
+        "from fpsim.backends.cupy_backend import Backend\n"
+        "c.ELEMENTS = 16\n"
+        "b = Backend()\n"
+        "lines, failed = c.compare(b, fake_cupy)\n"
+        "assert failed == 0 and len(lines) == 35, lines\n"
+        "assert all(l.endswith(': identical') for l in lines), lines\n"
+        "apply, modes = b.apply, []\n"
+        "b.set_launch = modes.append\n"
+        "def planted(kernel, operands, out, *args, **kw):\n"
+        "    bad = apply(kernel, operands, out, *args, **kw)\n"
+        "    if modes[-1] == 'raw' and kernel == 'op_mul':\n"
+        "        out[3] = 0.5\n"
+        "    if modes[-1] == 'raw' and kernel == 'op_div':\n"
+        "        raise RuntimeError('planted')\n"
+        "    return bad\n"
+        "b.apply = planted\n"
+        "lines, failed = c.compare(b, fake_cupy)\n"
+        "odd = [l for l in lines if not l.endswith(': identical')]\n"
+        "assert failed == 8 and all('op_mul' in l and l.endswith('DIFFERENT')\n"
+        "    or 'op_div' in l and l.endswith('FAILED: RuntimeError: planted') for l in odd), odd\n"
+        "print('ok')\n")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=900)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
