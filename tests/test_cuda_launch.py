@@ -281,6 +281,7 @@ def _fake_cupy(launches: list, loads: list):
     import ctypes
 
     functions: dict = {}
+    frees: list = []
 
     class Function:
         def __init__(self, name, count):
@@ -311,16 +312,18 @@ def _fake_cupy(launches: list, loads: list):
     cupy = types.ModuleType("cupy")
     cupy.ndarray = type("ndarray", (), {})
     cupy.cuda = types.SimpleNamespace(
-        runtime=types.SimpleNamespace(getDevice=lambda: 0), Device=Device,
+        runtime=types.SimpleNamespace(getDevice=lambda: 0, free=frees.append), Device=Device,
         function=types.SimpleNamespace(Module=Module),
         driver=types.SimpleNamespace(launchKernel=launch_kernel))
+    cupy.frees = frees
     return cupy
 
 
 def test_the_launcher_builds_once_and_launches_packed_arguments(monkeypatch):
     launches: list = []
     loads: list = []
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(launches, loads))
+    cupy = _fake_cupy(launches, loads)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setattr(cuda_launch, "_cupy_ndarray", [])
     built: list = []
 
@@ -346,6 +349,13 @@ def test_the_launcher_builds_once_and_launches_packed_arguments(monkeypatch):
     assert packed1[-1] == 1 and len(packed1) == 7 + 7 + 11 + 1
     launcher("k", "dispatcher", 3, (DeviceArray(x.astype(np.float32)),) + args[1:], 256, 32)
     assert len(built) == 2  # a new signature compiles again
+    assert cupy.frees == [0]  # cudaFree(0) once: the context current on this thread
+    import threading
+
+    thread = threading.Thread(target=launcher, args=("k", "dispatcher", 3, args, 256, 32))
+    thread.start()
+    thread.join()
+    assert cupy.frees == [0, 0] and len(launches) == 4 and launches[-1][3] == packed1
 
 
 def test_the_launcher_refuses_a_kernel_whose_entry_disagrees(monkeypatch):

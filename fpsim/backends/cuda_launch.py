@@ -264,6 +264,7 @@ class _Slots(threading.local):
         self.pointers = (ctypes.c_uint64 * MAX_PARAMETERS)(
             *(base + 8 * i for i in range(MAX_PARAMETERS)))
         self.address = ctypes.addressof(self.pointers)
+        self.ready = False  # the device's context made current on this thread
 
 
 class RawLauncher:
@@ -343,6 +344,9 @@ class RawLauncher:
         _, function, argtypes, layout = self.kernel(name, dispatcher, args, arrays)
         blocks = max(1, min(-(-n // threads), blocks_per_sm * sms))
         slots = self._slots
+        if not slots.ready:  # cudaFree(0): the runtime's context, current on this thread
+            cupy.cuda.runtime.free(0)
+            slots.ready = True
         layout.pack_into(slots.values, 0, *pack(argtypes, args, self._tuples, arrays))
         cupy.cuda.driver.launchKernel(function.ptr, blocks, 1, 1, threads, 1, 1, 0, 0,
                                       slots.address, 0)
