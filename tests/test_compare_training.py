@@ -105,7 +105,7 @@ def test_first_part_and_the_verdict():
     run = T.TrainingRun("m", "a model", True, "native_fp16", "mixed,model=H100", steps)
     assert run.verdict == ("weights part at step 3, losses part at step 2; after step 4: "
                            "50.00% identical, max 2 ulp")
-    assert T.TrainingRun("m", "", True, "n", "e", steps[:1]).verdict == "identical over 1 steps"
+    assert T.TrainingRun("m", "", True, "n", "e", steps[:1]).verdict == "identical over 1 step"
     assert T.TrainingRun("m", "", True, "n", "e", _steps([1.0, 1.0], [1.0, 2.0])).verdict == \
         "weights identical over 2 steps, losses part at step 2"
 

@@ -809,9 +809,10 @@ class TrainingRun:
         n = len(self.steps)
         weights, losses = first_part(self.steps), first_part(self.steps, "losses")
         if weights is None and losses is None:
-            return f"identical over {n} steps"
+            return f"identical over {n} step{'s' * (n != 1)}"
         if weights is None:
-            text = f"weights identical over {n} steps, losses part at step {losses}"
+            text = (f"weights identical over {n} step{'s' * (n != 1)}, losses part at "
+                    f"step {losses}")
         else:
             last = self.steps[-1]
             text = (f"weights part at step {weights}, losses "
