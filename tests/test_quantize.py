@@ -9,6 +9,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from reference import PRESETS as REF_FORMATS
 from reference import ref_round as ref_round_fp8
 from test_small_formats import floor_log2
@@ -498,3 +501,25 @@ def test_telemetry_counts_what_the_elements_lost():
     assert (empty.saturated, empty.flushed, empty.scale_histogram) == (0.0, 0.0, ())
     nv = fpsim.quantize(np.float32([[100.0] + [0.25] * 15]), "nvfp4").stats()
     assert nv.flushed == 15 / 16  # 0.25 * encode lies below a quarter: zero
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mx_any_shape_axis_rule_and_mode_against_the_reference(data):
+    scheme = data.draw(st.sampled_from(MX), label="scheme")
+    rule = data.draw(st.sampled_from(list(SCALE_RULES)), label="rule")
+    mode = data.draw(st.sampled_from(MODES), label="mode")
+    ndim = data.draw(st.integers(1, 3), label="ndim")
+    axis = data.draw(st.integers(-ndim, ndim - 1), label="axis")
+    shape = [data.draw(st.integers(1, 70 if i == axis % ndim else 3)) for i in range(ndim)]
+    values = st.floats(allow_nan=False, allow_infinity=False, width=32) | st.sampled_from(
+        [0.0, -0.0, 2.0**-149, 448.0, 6.0, 7.5, 28.0, 57344.0])
+    x = data.draw(hnp.arrays(np.float64, shape, elements=values), label="x")
+    q = fpsim.quantize(x, scheme, axis=axis, scale_rule=rule, rounding=mode, pad=True)
+    moved = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
+    blocks = [list(row[i:i + 32]) for row in moved.tolist() for i in range(0, len(row), 32)]
+    want_values, want_scales = ref_quantize(blocks, scheme, rule, mode)
+    got = np.moveaxis(q.values, axis, -1).reshape(-1, x.shape[axis])
+    got_blocks = [list(row[i:i + 32]) for row in got.tolist() for i in range(0, len(row), 32)]
+    assert all(same(g, w) for g, w in zip(got_blocks, want_values, strict=True))
+    assert same(np.moveaxis(q.scales, axis, -1).ravel(), want_scales)
