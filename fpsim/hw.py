@@ -73,9 +73,10 @@ H100_FP8 = BlockFMA("H100_FP8", block=32, frac_bits=13, exp_floor=-133, input="f
 #: Hopper's fp8 ``wgmma`` with fp16 output: the block's sum rounded to nearest even fp16.
 H100_FP8_F16 = BlockFMA("H100_FP8_F16", block=32, frac_bits=13, exp_floor=-21,
                         input="fp8_e4m3", output="fp16", output_rounding="nearest_even")
-#: Blackwell's fp8 ``tcgen05.mma`` kind::f8f6f4 (e4m3 and e5m2): one block of 32, 25 bits.
+#: Blackwell's ``tcgen05.mma`` kind::f8f6f4 (e4m3; ``with_inputs`` for e5m2, fp6 e3m2 and
+#: e2m3, fp4 e2m1 and mixed): one block of 32, 25 fraction bits.
 B200_FP8 = BlockFMA("B200_FP8", block=32, frac_bits=25, exp_floor=-133, input="fp8_e4m3")
-#: RTX Blackwell's fp8 ``mma.m16n8k32`` kind::f8f6f4: as the B200's.
+#: RTX Blackwell's ``mma.m16n8k32`` kind::f8f6f4 (fp8, fp6, fp4): as the B200's.
 RTX5090_FP8 = BlockFMA("RTX5090_FP8", block=32, frac_bits=25, exp_floor=-133,
                        input="fp8_e4m3")
 #: Every preset by its name (``"H100"``, ``"H100/bf16"``, ``"H100_FP8"``, ...).

@@ -57,7 +57,7 @@ EXAMPLES = int(os.environ.get("FPSIM_HW_EXAMPLES", "15"))
 
 def read(x: Fraction, fmt) -> tuple[Fraction, int]:
     """x = s * 2**e, e = max(floor(log2|x|), emin): the hardware's reading."""
-    emin = as_fmt(fmt).emin
+    emin = fpsim.formats.as_format(fmt).emin
     if x == 0:
         return Fraction(0), emin
     a = abs(x)
@@ -284,7 +284,9 @@ def values(fmt: str, *, nonfinite: bool = True):
                        st.integers(0, 2**f.man_bits - 1)).filter(lambda v: abs(v) <= f.max)
     if not nonfinite:
         return finite
-    specials = [math.nan] + ([math.inf, -math.inf] if f.infinities else [])
+    specials = ([math.nan] if f.nan else []) + ([math.inf, -math.inf] if f.infinities else [])
+    if not specials:  # fp6, fp4: every encoding is finite
+        return finite
     return st.one_of(finite, finite, finite, finite, st.sampled_from(specials))
 
 
@@ -292,6 +294,9 @@ CASES = [(name, None, None) for name in ("V100", "T4", "A100", "L40", "H100", "B
                                          "RTX5090")]
 CASES += [(name, fa, fb) for name in ("L40_FP8", "H100_FP8", "H100_FP8_F16", "B200_FP8",
                                       "RTX5090_FP8") for fa in FP8 for fb in FP8]
+# Blackwell's kind::f8f6f4 with fp6 and fp4 operands (the same rule as its fp8).
+CASES += [("B200_FP8", "fp6_e3m2", "fp4_e2m1"), ("B200_FP8", "fp4_e2m1", "fp6_e2m3"),
+          ("RTX5090_FP8", "fp6_e2m3", "fp8_e5m2"), ("RTX5090_FP8", "fp8_e4m3", "fp6_e3m2")]
 
 
 @st.composite

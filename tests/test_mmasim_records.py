@@ -2,7 +2,8 @@
 
 tests/data/mmasim_records.npz holds the outputs of the ``mmasim`` package (PyPI) for
 each preset's instruction (V100, T4, A100, L40, H100, B200, RTX5090 on fp16, bf16 and
-tf32 inputs as fpsim models them; the fp8 presets on every pairing of e4m3 and e5m2),
+tf32 inputs as fpsim models them; the fp8 presets on every pairing of e4m3 and e5m2,
+and Blackwell's f8f6f4 ones on every pairing with fp6 e3m2/e2m3 and fp4 e2m1),
 written by tests/data/make_mmasim_records.py; this test reads only the
 recording (neither torch nor mmasim is needed). Nine classes of input: random, wide
 range, cancelling, subnormal, non-finite, absorbing, zero factors, overflowing and
@@ -65,8 +66,9 @@ def fp8_case(data, key, **changes):
     model = getattr(fpsim.hw, about["preset"]).with_inputs(about["a"], about["b"])
     a = np.asarray(fpsim.from_bits(data[f"{about['a']}_a"], about["a"]), np.float64)
     b = np.asarray(fpsim.from_bits(data[f"{about['b']}_b"], about["b"]), np.float64)
-    c = (data[f"{about['a']}_c"] if about["output"] == "fp32"
-         else data[f"{about['a']}_c16"].view(np.float16))
+    c_data = about.get("c", about["a"])  # fp6/fp4 pairings read the fp8 data's c
+    c = (data[f"{c_data}_c"] if about["output"] == "fp32"
+         else data[f"{c_data}_c16"].view(np.float16))
     dtype = np.float32 if about["output"] == "fp32" else np.float16
     return dataclasses.replace(model, **changes), a, b, np.asarray(c, np.float64), dtype
 
@@ -106,9 +108,12 @@ def test_the_recording_says_what_it_holds():
     assert sorted(INSTRUCTIONS) == sorted(
         f"{p}_{f}" for p in ("V100", "T4", "A100", "L40", "H100", "B200", "RTX5090")
         for f in ("fp16", "bf16", "tf32") if not (p in ("V100", "T4") and f != "fp16"))
+    fp8, f8f6f4 = ("e4m3", "e5m2"), ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
     assert sorted(FP8) == sorted(
-        f"{p}_{a}_{b}" for p in ("L40_FP8", "H100_FP8", "H100_FP8_F16", "B200_FP8",
-                                 "RTX5090_FP8") for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2"))
+        [f"{p}_{a}_{b}" for p in ("L40_FP8", "H100_FP8", "H100_FP8_F16", "B200_FP8",
+                                  "RTX5090_FP8") for a in fp8 for b in fp8]
+        + [f"{p}_{a}_{b}" for p in ("B200_FP8", "RTX5090_FP8") for a in f8f6f4 for b in f8f6f4
+           if not (a in fp8 and b in fp8)])
 
 
 def test_every_preset_is_recorded():

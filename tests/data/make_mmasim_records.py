@@ -77,6 +77,10 @@ FP8 = {
     "B200_FP8": (TCGen05MMA, "Blackwell", "m64n8k32.kind::f8f6f4.f32.{a}.{b}", "fp32", 32),
     "RTX5090_FP8": (MMA, "RTX Blackwell", "m16n8k32.kind::f8f6f4.f32.{a}.{b}.f32", "fp32", 32),
 }
+# Blackwell's kind::f8f6f4 also reads fp6 and fp4 (MMA-Sim: one code per uint8, fp6 in
+# bits 5:0, fp4 in bits 5:2): every pairing with at least one of them, random codes.
+F8F6F4 = ("B200_FP8", "RTX5090_FP8")
+FP6_FP4 = {"fp6_e3m2": 0, "fp6_e2m3": 0, "fp4_e2m1": 2}  # format -> shift of its code
 
 
 def to_format(x: np.ndarray, fmt: str) -> torch.Tensor:
@@ -207,6 +211,30 @@ def main() -> None:
     for arch, suffix in FP32_MFMA.items():
         d = MFMA(arch, suffix).dpa(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c))
         out[f"{arch}_fp32_chained"] = d.view(torch.int32).numpy().view(np.uint32)
+    codes = {}
+    for fmt, shift in FP6_FP4.items():
+        width = 6 if shift == 0 else 4
+        for x in "ab":
+            code = rng.integers(0, 1 << width, (PER_CLASS * len(CLASSES), K)).astype(np.uint8)
+            out[f"{fmt}_{x}"] = code
+            codes[fmt, x] = torch.from_numpy(code << shift)
+    for preset in F8F6F4:
+        kind, arch, shape, d_fmt, block = FP8[preset]
+        names = [*TORCH_FP8, *FP6_FP4]
+        for fa in names:
+            for fb in names:
+                if fa in TORCH_FP8 and fb in TORCH_FP8:
+                    continue
+                key = f"{preset}_{fa.split('_')[1]}_{fb.split('_')[1]}"
+                mma = kind(arch, shape.format(a=fa.split("_")[1], b=fb.split("_")[1]))
+                a = inputs[fa][0] if fa in TORCH_FP8 else codes[fa, "a"]
+                b = inputs[fb][1] if fb in TORCH_FP8 else codes[fb, "b"]
+                c = inputs["fp8_e4m3"][2]
+                for how, k in (("single", block), ("chained", K)):
+                    d = mma.dpa(a[:, :k].contiguous(), b[:, :k].contiguous(), c.clone())
+                    out[f"{key}_{how}"] = d.view(torch.int32).numpy().view(np.uint32)
+                fp8[key] = {"preset": preset, "a": fa, "b": fb, "output": d_fmt, "c": "fp8_e4m3",
+                            "block": block, "instruction": [arch, mma.shape_and_type]}
     out["about"] = np.array(json.dumps({
         "mmasim": version("mmasim"), "torch": version("torch"), "K": K,
         "per_class": PER_CLASS, "classes": CLASSES, "blocks": {
