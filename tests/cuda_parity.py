@@ -283,7 +283,8 @@ def check_blocks(gpu, ref, report, rng) -> None:
               fpsim.hw.BlockFMA("custom-e4m3", block=5, frac_bits=30, exp_floor=-140,
                                 input="fp8_e4m3", output="fp16"),
               fpsim.hw.H100_FP8.with_inputs("fp8_e5m2", "fp8_e4m3"),
-              fpsim.hw.L40_FP8.with_inputs("fp8_e4m3", "fp8_e5m2")]
+              fpsim.hw.L40_FP8.with_inputs("fp8_e4m3", "fp8_e5m2"),
+              fpsim.hw.B200_FP8.with_inputs("fp6_e3m2", "fp4_e2m1")]
     for index, (model, k_len) in enumerate(itertools.product(models, (0, 3, 16, 33))):
         hw = model.params()
         fin, fout = as_format(model.input), as_format(model.output)
