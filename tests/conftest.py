@@ -3,9 +3,16 @@
 The CPU backends always run; the GPU one (``cupy``, marked ``gpu``) where a GPU is
 usable and skips cleanly elsewhere. ``python3 -m pytest -m gpu`` runs only the GPU
 instances: the arithmetic core, TestFloat and accumulation through the cupy backend.
+
+The README's command runs the suite on every core with pytest-xdist (``-n auto --dist
+loadgroup``). Tests that share one expensive result (a module- or session-scoped fixture
+of their module, a subprocess cached with ``functools.cache``) are one ``xdist_group``, so
+that the result is computed once, on one worker; ``python3 -m pytest`` without ``-n`` runs
+as before, in one process.
 """
 
 import functools
+import os
 
 import pytest
 
@@ -15,13 +22,91 @@ CPU_BACKENDS = ["numpy", "numba"]
 BACKENDS = [*CPU_BACKENDS, pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
+# In a pytest-xdist worker (the tests run on several processes).
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
+class SharedResults:
+    """Puts the tests that share a result computed once into one ``xdist_group``.
+
+    Before pytest-xdist's own hook reads the groups (``tryfirst``): a module's tests that use
+    a fixture of wider than function scope defined in that module are the group named after
+    the module, and so are the tests of a module in ``SHARED``. Results cached in a module's
+    functions are grouped by a marker in the test file (tests/test_devices.py)."""
+
+    # Modules whose tests share something outside the process: test_typing's two mypy runs
+    # share one incremental cache folder.
+    SHARED = {"test_typing"}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            module = getattr(item, "module", None)
+            info = getattr(item, "_fixtureinfo", None)
+            if module is None or info is None:
+                continue
+            if module.__name__ in self.SHARED:
+                item.add_marker(pytest.mark.xdist_group(module.__name__))
+                continue
+            for name in info.names_closure:
+                definitions = info.name2fixturedefs.get(name, ())
+                if any(d.scope != "function" and d.baseid == item.nodeid.split("::")[0]
+                       for d in definitions):
+                    item.add_marker(pytest.mark.xdist_group(module.__name__))
+                    break
+
+
+def _lock_numba_cache_files() -> None:
+    """Make Numba's on-disk cache safe for several workers compiling at once.
+
+    Numba (0.68) writes each cache file atomically, but adds a signature in three steps
+    (read the index, write the index, write the numbered data file): two processes adding
+    different signatures of one function at once can take the same data file, and the
+    index of one then names the other's code. Here the workers hold one lock file while
+    they add (exclusive) or load (shared) a cache entry."""
+    import fcntl
+    import tempfile
+
+    from numba.core import caching
+
+    cache_file = getattr(caching, "IndexDataCacheFile", None)
+    if cache_file is None or not all(hasattr(cache_file, m) for m in ("save", "load")):
+        return
+    path = os.path.join(tempfile.gettempdir(), "fpsim-pytest-numba-cache.lock")
+
+    def locked(method, mode):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            with open(path, "a") as lock:
+                fcntl.flock(lock, mode)
+                try:
+                    return method(self, *args, **kwargs)
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+        return run
+
+    cache_file.save = locked(cache_file.save, fcntl.LOCK_EX)
+    cache_file.load = locked(cache_file.load, fcntl.LOCK_SH)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(SharedResults(), "fpsim-shared-results")
+    if XDIST_WORKER and os.name == "posix":
+        _lock_numba_cache_files()
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items):
-    """Start the CUDA checks' subprocesses early when their tests are to run, and run
-    those tests last, so that the rest of the suite runs while the checks do."""
+    """In one process: start the CUDA checks' subprocesses early when their tests are to
+    run, and run those tests last, so that the rest of the suite runs while the checks do.
+    On pytest-xdist's workers (which all collect every test): start nothing early (each
+    check's subprocess starts on the worker that runs its tests, and only there) and run
+    those tests first, so that the longest work is not left to the end."""
     cuda = [item for item in items
             if getattr(getattr(item, "module", None), "__name__", "") == "test_cuda_backend"]
-    if cuda:
+    if cuda and XDIST_WORKER:
+        items[:] = cuda + [item for item in items if item not in cuda]
+    elif cuda:
         cuda[0].module.start_checks({item.originalname for item in cuda})
         config._cuda_checks = cuda[0].module
         items[:] = [item for item in items if item not in cuda] + cuda

@@ -43,6 +43,7 @@ def _device_checks() -> subprocess.CompletedProcess:
 @pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
                     reason="numba-cuda is not installed (it comes with the test and gpu extras)")
 @pytest.mark.parametrize("name", CHECKS)
+@pytest.mark.xdist_group("device_checks")  # one worker runs the subprocess, once
 def test_on_the_simulated_device(name):
     result = _device_checks()
     lines = result.stdout.splitlines()
