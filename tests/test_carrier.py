@@ -39,11 +39,15 @@ def test_which_formats_binary32_carries(fmt, fits):
 
 
 def float32_inputs(fmt, rng, n=60_000) -> np.ndarray:
-    """Every class of binary32 value, and values at, between and beside ``fmt``'s."""
+    """Every class of binary32 value (``n`` random encodings), and values at, between and
+    beside ``fmt``'s: all of them for a format of up to 16 bits, ``n`` random ones of a
+    wider format."""
     codes = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     random_encodings = codes.view(np.float32)  # NaN payloads, subnormals, infinities
     f = fpsim.formats.as_format(fmt)
-    values = np.asarray(fpsim.from_bits(rng.integers(0, 2**f.bits, n, dtype=np.uint64), f))
+    encodings = (np.arange(2**f.bits, dtype=np.uint64) if f.bits <= 16
+                 else rng.integers(0, 2**f.bits, n, dtype=np.uint64))
+    values = np.asarray(fpsim.from_bits(encodings, f))
     values = values[np.isfinite(values)]
     ulp = np.exp2(np.maximum(np.floor(np.log2(np.abs(values) + (values == 0))), f.emin)
                   - f.man_bits)
