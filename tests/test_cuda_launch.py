@@ -473,3 +473,17 @@ def test_the_gpu_check_runs_every_variant_and_catches_a_difference():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=900)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_machine_code_from_numba_cudas_linker_in_either_form():
+    """numba-cuda 0.30 with cuda-core 1.x returns a cuda.core ObjectCode from its linker
+    (seen on the H100 of 2026-11-25, where bytes() of it raised TypeError); older ones
+    return bytes. Both give the bytes of the cubin."""
+    from fpsim.backends.cuda_launch import cubin_bytes
+
+    class ObjectCode:  # cuda.core's: the image in .code
+        code = b"\x7fELF-cubin"
+
+    assert cubin_bytes(ObjectCode()) == b"\x7fELF-cubin"
+    assert cubin_bytes(b"\x7fELF") == b"\x7fELF"
+    assert cubin_bytes(bytearray(b"\x7fELF")) == b"\x7fELF"

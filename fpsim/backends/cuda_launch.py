@@ -359,4 +359,11 @@ def build_kernel(dispatcher: Any, argtypes: tuple[Any, ...],
     paths run the same machine code."""
     with no_contraction():
         library = dispatcher.compile(argtypes)._codelibrary
-        return library.get_asm_str(cc=cc), bytes(library.get_cubin(cc=cc))
+        return library.get_asm_str(cc=cc), cubin_bytes(library.get_cubin(cc=cc))
+
+
+def cubin_bytes(cubin: Any) -> bytes:
+    """The machine code numba-cuda's linker returns: bytes, or (numba-cuda 0.30 with
+    cuda-core 1.x, as on the H100 of 2026-11-25) a ``cuda.core`` ``ObjectCode`` whose
+    ``code`` holds them."""
+    return bytes(getattr(cubin, "code", cubin))
