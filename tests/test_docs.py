@@ -66,6 +66,7 @@ MODEL_MODULES = [
     "fpsim.optim.sgd", "fpsim.optim.adam", "fpsim.precision.policy",
     "fpsim.training.loss_scale", "fpsim.training.monitor", "fpsim.training.trainer",
     "fpsim.compare.cases", "fpsim.compare.metrics", "fpsim.compare.run",
+    "fpsim.compare.training",
 ]
 
 
