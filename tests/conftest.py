@@ -95,27 +95,48 @@ def pytest_configure(config):
         _lock_numba_cache_files()
 
 
+# Each test's last duration (setup, call and teardown), kept in pytest's cache.
+DURATIONS = "fpsim/durations"
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(config, items):
     """In one process: start the CUDA checks' subprocesses early when their tests are to
     run, and run those tests last, so that the rest of the suite runs while the checks do.
     On pytest-xdist's workers (which all collect every test): start nothing early (each
-    check's subprocess starts on the worker that runs its tests, and only there) and run
-    those tests first, so that the longest work is not left to the end."""
+    check's subprocess starts on the worker that runs its tests, and only there), and
+    hand out the longest work first (those tests, then the others by their last duration,
+    longest first) so that no long test is left to the end."""
     cuda = [item for item in items
             if getattr(getattr(item, "module", None), "__name__", "") == "test_cuda_backend"]
-    if cuda and XDIST_WORKER:
-        items[:] = cuda + [item for item in items if item not in cuda]
+    if XDIST_WORKER:
+        cache = getattr(config, "cache", None)
+        last = cache.get(DURATIONS, {}) if cache is not None else {}
+        names = {id(item) for item in cuda}
+        items.sort(key=lambda item: (id(item) not in names, -last.get(item.nodeid, 0.0)))
     elif cuda:
         cuda[0].module.start_checks({item.originalname for item in cuda})
         config._cuda_checks = cuda[0].module
         items[:] = [item for item in items if item not in cuda] + cuda
 
 
+def pytest_runtest_logreport(report):
+    """Add up each test's duration (on pytest-xdist, the workers' reports reach this
+    process too)."""
+    if not XDIST_WORKER:
+        _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+_durations: dict[str, float] = {}
+
+
 def pytest_sessionfinish(session):
     module = getattr(session.config, "_cuda_checks", None)
     if module is not None:
         module.stop_checks()
+    cache = getattr(session.config, "cache", None)
+    if cache is not None and _durations and not XDIST_WORKER:
+        cache.set(DURATIONS, {**cache.get(DURATIONS, {}), **_durations})
 
 
 @functools.cache
