@@ -45,7 +45,8 @@ def test_the_help_lists_the_subcommands(capsys):
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name
 
 
-KNOWN = "known formats: bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, tf32, or e<E>m<M>"
+KNOWN = ("known formats: bf16, e8m0, fp16, fp32, fp4_e2m1, fp64, fp6_e2m3, fp6_e3m2, "
+         "fp8_e4m3, fp8_e5m2, tf32, ue4m3, or e<E>m<M>")
 
 
 @pytest.mark.parametrize("argv, message", [

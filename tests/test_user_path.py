@@ -311,3 +311,29 @@ def test_a_negative_seed_is_named(call):
     with pytest.raises(ValueError, match=r"^seed must be (a non-negative integer|an integer "
                                          r"in 0\.\.inf)(, | or None, )got -1$"):
         call()
+
+
+@pytest.mark.parametrize("name", ["e8m0", "ue4m3", "fp4_e2m1", "fp6_e2m3", "fp6_e3m2"])
+def test_values_draws_only_what_each_block_scaled_format_holds(name):
+    """fpsim.testing.values on the block-scaled formats: every draw is a value of the
+    format (no NaN where it has none, nothing negative where it is unsigned, no zero in
+    E8M0), and each class shows up (the format's largest value and its smallest normal)."""
+    from fractions import Fraction
+
+    from hypothesis import given, settings
+
+    fmt = fpsim.formats.as_format(name)
+    drawn = []
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(ft.values(fmt, finite=False))
+    def check(v):
+        drawn.append(v)
+        assert v == v or fmt.nan
+        if v == v:
+            assert fpsim.round(v, fmt) == v and Fraction(v) == Fraction(fpsim.round(v, fmt))
+            assert fmt.signed or not np.signbit(v)
+            assert v != 0 or fmt.man_bits > 0
+
+    check()
+    assert fmt.max in drawn and fmt.smallest_normal in drawn

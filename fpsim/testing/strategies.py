@@ -23,7 +23,8 @@ def values(fmt: Format | str, *, finite: bool = True, subnormals: bool = True,
            exclude_zero: bool = False) -> st.SearchStrategy[float]:
     """Values of ``fmt`` (as Python floats) of every class, each class drawn often: zeros
     of both signs, subnormals, normals, the extremes (largest, smallest normal, smallest
-    subnormal), and with ``finite=False`` infinities (where the format has them) and NaN.
+    subnormal), and with ``finite=False`` infinities and NaN, each where the format has
+    it (an unsigned format: no negative values; E8M0: no zero, no subnormals).
 
     Parameters
     ----------
@@ -55,23 +56,27 @@ def values(fmt: Format | str, *, finite: bool = True, subnormals: bool = True,
                                         boolean(subnormals, "subnormals"),
                                         boolean(exclude_zero, "exclude_zero"))
     t, emin, emax = fmt.man_bits, fmt.emin, fmt.emax
-    signs = st.sampled_from([1.0, -1.0])
+    # An unsigned format has no negative values; an exponent-only one (E8M0) no zero and
+    # no subnormals; a format without a NaN (fp6, fp4) no NaN.
+    sign_list = [1.0, -1.0] if fmt.signed else [1.0]
+    signs = st.sampled_from(sign_list)
     normal = st.builds(
         lambda s, e, m: s * float(np.ldexp(float(m), e - t)), signs,
         st.integers(emin, emax), st.integers(1 << t, (1 << (t + 1)) - 1)
     ).filter(lambda v: abs(v) <= fmt.max)
-    extremes = [fmt.max, -fmt.max, fmt.smallest_normal, -fmt.smallest_normal]
+    extremes = [s * v for s in sign_list for v in (fmt.max, fmt.smallest_normal)]
     classes = [normal]
-    if subnormals:
+    if subnormals and t > 0:
         classes.append(st.builds(lambda s, m: s * float(np.ldexp(float(m), emin - t)), signs,
                                  st.integers(1, (1 << t) - 1)))
-        extremes += [fmt.smallest_subnormal, -fmt.smallest_subnormal]
+        extremes += [s * fmt.smallest_subnormal for s in sign_list]
     classes.append(st.sampled_from(extremes))
-    if not exclude_zero:
-        classes.append(st.sampled_from([0.0, -0.0]))
+    if not exclude_zero and t > 0:
+        classes.append(st.sampled_from([0.0, -0.0] if fmt.signed else [0.0]))
     if not finite:
-        classes.append(st.sampled_from([np.inf, -np.inf, np.nan] if fmt.infinities
-                                       else [np.nan]))
+        specials = ([np.inf, -np.inf] if fmt.infinities else []) + ([np.nan] if fmt.nan else [])
+        if specials:
+            classes.append(st.sampled_from(specials))
     return st.one_of(classes)
 
 
