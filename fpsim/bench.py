@@ -439,10 +439,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.repeats} after 2 warm-up steps")
         print(machine(True))
         print(machine(False))
-        rows = run_training_on_device(args.repeats)
-        base = {d: s for w, d, s in rows if w == "emulated mixed precision"}
+        steps = run_training_on_device(args.repeats)
+        base = {d: s for w, d, s in steps if w == "emulated mixed precision"}
         print(f"{'policy':34} {'device':6} {'s/step':>9} {'x emulated on GPU':>18}")
-        for what, device, seconds in rows:
+        for what, device, seconds in steps:
             print(f"{what:34} {device:6} {seconds:9.4f} {seconds / base['cuda']:18.2f}")
         print(f"emulated mixed precision: the GPU step is {base['cpu'] / base['cuda']:.1f}x "
               "faster than the CPU's")
