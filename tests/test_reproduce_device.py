@@ -68,3 +68,17 @@ def test_without_a_gpu_the_command_says_what_is_missing(tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert last == f'fpsim reproduce: error: device "cuda" cannot be used here: {NO_GPU}'
     assert not out.exists() and result.stdout == ""
+
+
+@pytest.mark.skipif(NO_GPU is None, reason="this machine has a usable GPU")
+def test_bench_train_on_the_gpu_says_what_is_missing(capsys):
+    from fpsim.bench import main
+
+    for argv, message in ((["train", "--device", "gpu"], f"--device gpu: {NO_GPU}"),
+                          (["elementwise", "--device", "gpu"],
+                           "--device gpu measures the training step only (fpsim bench train)")):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err == f"fpsim bench: error: {message}", err
