@@ -110,14 +110,21 @@ def pytest_collection_modifyitems(config, items):
     cuda = [item for item in items
             if getattr(getattr(item, "module", None), "__name__", "") == "test_cuda_backend"]
     if XDIST_WORKER:
-        cache = getattr(config, "cache", None)
-        last = cache.get(DURATIONS, {}) if cache is not None else {}
+        last = getattr(config, "workerinput", {}).get(DURATIONS, {})
         names = {id(item) for item in cuda}
         items.sort(key=lambda item: (id(item) not in names, -last.get(item.nodeid, 0.0)))
     elif cuda:
         cuda[0].module.start_checks({item.originalname for item in cuda})
         config._cuda_checks = cuda[0].module
         items[:] = [item for item in items if item not in cuda] + cuda
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist, in the controlling process: every worker gets the same durations
+    (the workers' orders must agree; a session beside this one may save new ones)."""
+    cache = getattr(node.config, "cache", None)
+    node.workerinput[DURATIONS] = cache.get(DURATIONS, {}) if cache is not None else {}
 
 
 def pytest_runtest_logreport(report):
