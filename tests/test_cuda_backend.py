@@ -18,8 +18,10 @@ called by conftest.py), so that they run beside the rest of the suite.
 import concurrent.futures
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,18 +37,30 @@ needs_numba_cuda = pytest.mark.skipif(
 _running: list[subprocess.Popen] = []
 
 
+def _kill(process: subprocess.Popen) -> None:
+    """End ``process`` and the processes it started (the compile check's pool)."""
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:
+        process.kill()
+
+
 def _run(script: str, *args: str, simulator: bool = False, timeout: int = 900):
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if simulator:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     with subprocess.Popen([sys.executable, str(HERE / script), *args], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=hasattr(os, "killpg")) as process:
         _running.append(process)
         try:
             out, err = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _kill(process)
             out, err = process.communicate()
         finally:
             _running.remove(process)
@@ -82,7 +96,7 @@ def stop_checks() -> None:
     for future in _started.values():
         future.cancel()
     for process in list(_running):
-        process.kill()
+        _kill(process)
 
 
 def run(script: str, *args: str, simulator: bool = False, wait: bool = True):
@@ -200,3 +214,25 @@ def test_gpu_arrays_need_the_gpu_backend():
         fpsim.from_bits(fake_cupy.asarray([1, 2]), "fp16")
     with pytest.raises(ValueError, match="takes host arrays"):
         fpsim.conv2d(fake_cupy.zeros((1, 1, 2, 2)), [[[[1.0]]]])
+
+
+def test_a_check_past_its_time_is_ended_with_the_processes_it_started(tmp_path):
+    """The compile check runs a process pool: a check that runs out of time (or a session
+    that ends) must not leave the pool's processes behind, nor wait for them."""
+    psutil = pytest.importorskip("psutil")
+    script = tmp_path / "pool.py"
+    script.write_text("import subprocess, sys, time\n"
+                      "child = subprocess.Popen([sys.executable, '-c', "
+                      "'import time; time.sleep(60)'])\n"
+                      "print(child.pid, flush=True)\n"
+                      "time.sleep(60)\n")
+    started = time.monotonic()
+    result = _run(str(script), timeout=3)
+    # Not held until the pool ends (it holds the pipes): ended with it.
+    assert result.returncode != 0 and time.monotonic() - started < 30
+    try:
+        child = psutil.Process(int(result.stdout.split()[0]))
+    except psutil.NoSuchProcess:
+        return  # ended and gone
+    _, alive = psutil.wait_procs([child], timeout=5)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
