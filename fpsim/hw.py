@@ -3,8 +3,11 @@
 ``docs/hardware-models.md`` gives each preset's parameters and sources; the
 model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``). ``V100`` ... ``RTX5090``
 read fp16 inputs, the ``_BF16`` presets bf16 ones and the ``_FP8`` presets fp8 e4m3
-(``with_inputs`` for e5m2 and mixed); all but ``H100_FP8_F16`` accumulate in fp32, and
-an overflow gives +-inf and a zero result +0 (MMA-Sim's rules; the docs give the sources).
+(``with_inputs`` for e5m2 and mixed); all but ``H100_FP8_F16`` and ``H100_F16`` accumulate
+in fp32, and an overflow gives +-inf and a zero result +0 (MMA-Sim's rules, confirmed on an
+H100; the docs give the sources). ``H100_TF32``, ``H100_F16`` and ``h100_fp8_mma`` (fp8
+``mma.sync`` as sm_90 lowers it) are the H100 instructions that the probe of 2026-11-25
+decided, outside ``PRESETS``, which holds the presets recorded against MMA-Sim.
 
 Examples
 --------
@@ -18,6 +21,9 @@ Examples
 [[1.0000001192092896]]
 """
 
+from dataclasses import replace as _replace
+from typing import Any as _Any
+
 from fpsim.accumulation.blocks import (
     OUTPUT_ROUNDINGS,
     OVERFLOWS,
@@ -30,7 +36,7 @@ from fpsim.formats import Format
 __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS", "block_matmul",
            "V100", "T4", "A100", "L40", "H100", "B200", "RTX5090", "A100_BF16", "L40_BF16",
            "H100_BF16", "B200_BF16", "RTX5090_BF16", "L40_FP8", "H100_FP8", "H100_FP8_F16",
-           "B200_FP8", "RTX5090_FP8", "E8M13"]
+           "B200_FP8", "RTX5090_FP8", "E8M13", "H100_TF32", "H100_F16", "h100_fp8_mma"]
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
 # Mikaitis, "Accurate models of NVIDIA tensor cores" (2025); Xie et al., "MMA-Sim"
@@ -79,9 +85,85 @@ B200_FP8 = BlockFMA("B200_FP8", block=32, frac_bits=25, exp_floor=-133, input="f
 #: RTX Blackwell's ``mma.m16n8k32`` kind::f8f6f4 (fp8, fp6, fp4): as the B200's.
 RTX5090_FP8 = BlockFMA("RTX5090_FP8", block=32, frac_bits=25, exp_floor=-133,
                        input="fp8_e4m3")
-#: Every preset by its name (``"H100"``, ``"H100/bf16"``, ``"H100_FP8"``, ...).
+#: Hopper's ``mma.m16n8k8.tf32`` and ``wgmma`` k8 .tf32: the H100 reading tf32, blocks of
+#: 8 (a block holds as many bytes of inputs as with fp16: MMA-Sim Hopper, and the H100
+#: cuBLAS TF32 recordings). Source: the H100 instruction probe of 2026-11-25
+#: (``docs/hardware/mma/mma_probes.md``), equal on every class of input (its K = 8 is one
+#: block: the probe does not test the block).
+H100_TF32 = _replace(H100.with_input("tf32"), block=8)
+#: Hopper's fp16-output ``mma.m16n8k16.f16.f16.f16.f16`` and ``wgmma`` .f16.f16.f16: the
+#: H100's blocks, each result rounded to nearest even fp16, alignment floor -21 (MMA-Sim's
+#: fp16 ``e_zero``). Source: the H100 instruction probe of 2026-11-25
+#: (``docs/hardware/mma/mma_probes.md``): equal on every class, the floor -21 on all 178
+#: (``mma``) and 165 (``wgmma``) elements where it differs from -133.
+H100_F16 = BlockFMA("H100_F16", block=16, frac_bits=25, exp_floor=-21, output="fp16",
+                    output_rounding="nearest_even")
+# The sm_90 lowering of fp8 ``mma.m16n8k32`` (``h100_fp8_mma``): the H100's fp16 model,
+# each k32 step a chunk of its own added to a binary32 accumulator (nearest even).
+_H100_FP8_MMA = H100.with_promotion(32)
+#: Every preset checked against MMA-Sim's recorded instructions, by its name (``"H100"``,
+#: ``"H100/bf16"``, ``"H100_FP8"``, ...).
 PRESETS: dict[str, BlockFMA] = {
     m.name: m for m in (V100, T4, A100, L40, H100, B200, RTX5090, A100_BF16, L40_BF16,
                         H100_BF16, B200_BF16, RTX5090_BF16, L40_FP8, H100_FP8, H100_FP8_F16,
                         B200_FP8, RTX5090_FP8)
 }
+
+
+def h100_fp8_mma(a: _Any, b: _Any, c: _Any = None, hmma: BlockFMA | None = None) -> _Any:
+    """``A @ B + c`` as an H100 (sm_90) runs fp8 ``mma.sync.m16n8k32``, chained over K.
+
+    The instruction is not Hopper's fp8 tensor-core path (``H100_FP8`` is ``wgmma``'s):
+    nvcc 13.0 lowers it to an fp16 conversion of A and B, one fp16 HMMA.16816.F32 over
+    the products with ``k % 4 < 2`` from c = 0, a second chained on it over those with
+    ``k % 4 >= 2``, and an fp32 FADD (nearest even) of C last. Each HMMA is a block of
+    ``H100``; the two and the FADD are ``H100.with_promotion(32)`` with K's products
+    reordered within each step of 32. It is a function, not a ``BlockFMA``, for that
+    reordering. Source: the H100 instruction probe of 2026-11-25
+    (``docs/hardware/mma/mma_probes.md``): equal to the hardware on every class of input,
+    e4m3, e5m2 and mixed; MMA-Sim's Ada and Hopper fp8 rules are not.
+
+    Parameters
+    ----------
+    a : array_like
+        A, (..., M, K) of fp8 values (e4m3 or e5m2; any values exact in fp16).
+    b : array_like
+        B, (..., K, N).
+    c : array_like, optional
+        C, (..., M, N) binary32 values (default +0).
+    hmma : BlockFMA, optional
+        The fp16 model of one HMMA (default ``H100``; its input is read as fp16).
+
+    Returns
+    -------
+    numpy.ndarray
+        D as binary32 values.
+
+    Raises
+    ------
+    ValueError
+        K not a multiple of 32 (one instruction is k32), or what ``fpsim.matmul`` raises.
+
+    Examples
+    --------
+    >>> import numpy as np, fpsim
+    >>> a, b = np.zeros((1, 32)), np.zeros((32, 1))
+    >>> a[0, :3], b[:3, 0] = [1.0, 2.0, 2.0**-10], 1.0
+    >>> fpsim.hw.h100_fp8_mma(a, b, c=[[2.0**24]]).tolist()  # c added last, to nearest
+    [[16777220.0]]
+    """
+    import numpy as np
+
+    from fpsim import matmul
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    k = a.shape[-1] if a.ndim else 0
+    if a.ndim < 2 or k % 32 or k == 0:
+        raise ValueError(f"h100_fp8_mma: K must be a positive multiple of 32 (one k32 step),"
+                         f" got A of shape {a.shape}")
+    step = np.arange(32)
+    order = np.concatenate([step[step % 4 < 2], step[step % 4 >= 2]])
+    perm = (np.arange(0, k, 32)[:, None] + order[None, :]).ravel()
+    return matmul(a[..., perm], b[..., perm, :] if b.ndim >= 2 else b, c=c,
+                  model=_H100_FP8_MMA if hmma is None else
+                  hmma.with_input("fp16").with_promotion(32))

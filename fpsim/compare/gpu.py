@@ -27,8 +27,19 @@ from fpsim.compare.metrics import compare_bits
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
 COMPUTE = {"fp16": 64, "fp32": 68, "tf32": 77}  # CUBLAS_COMPUTE_16F, _32F, _32F_FAST_TF32
 CUBLAS_OP_N, CUBLAS_GEMM_DEFAULT, CUBLAS_POINTER_MODE_HOST = 0, -1, 0
-# Products per tensor-core block on tf32 inputs (../shared/notes/tensor-cores.md).
-TF32_BLOCK = {"V100": None, "A100": 4, "H100": 8, "B200": 8}
+# Products per tensor-core block on tf32 inputs (../shared/notes/tensor-cores.md; MMA-Sim's
+# L_max: as many bytes of inputs as an fp16 block). None: no TF32 tensor cores.
+TF32_BLOCK = {"V100": None, "T4": None, "A100": 4, "L40": 4, "H100": 8, "B200": 8,
+              "RTX5090": 8}
+# The alignment floor with fp16 output: MMA-Sim 2.1.1's fp16 e_zero (_mma_e_zero_for_fp16);
+# the H100's -21 is the hardware's (docs/hardware/mma/mma_probes.md, 2026-11-25).
+FP16_FLOOR = {"V100": -19, "T4": -20, "A100": -20, "L40": -20, "H100": -21, "B200": -21,
+              "RTX5090": -21}
+# The fp8 preset of each GPU with fp8 tensor cores (fp32 output; the H100's with fp16
+# output too): the H100's is wgmma's, as the probe of 2026-11-25 found.
+FP8 = {"L40": fpsim.hw.L40_FP8, "H100": fpsim.hw.H100_FP8, "B200": fpsim.hw.B200_FP8,
+       "RTX5090": fpsim.hw.RTX5090_FP8}
+FP8_F16 = {"H100": fpsim.hw.H100_FP8_F16}
 
 KERNELS = r"""
 #include <cuda_fp16.h>
@@ -269,12 +280,34 @@ def gemm_inputs(rng: np.random.Generator, shape_a: tuple[int, ...], shape_b: tup
 
 def gemm_model(inputs: str, compute: str, preset: fpsim.hw.BlockFMA) -> fpsim.hw.BlockFMA | None:
     """The block-FMA model of a tensor-core GEMM with ``inputs`` and ``compute`` on the GPU
-    of ``preset`` (None: no TF32 tensor cores)."""
+    of ``preset`` (None: the GPU has no such tensor cores).
+
+    fp16 compute: fp16 output, rounded to nearest even, with the GPU's fp16-output floor
+    (``FP16_FLOOR``; on the H100 ``fpsim.hw.H100_F16``). fp8 inputs (``"fp8_e4m3"``,
+    ``"fp8_e5m2"``): the GPU's fp8 preset (``FP8``, ``FP8_F16`` for fp16 compute; on the
+    H100 ``H100_FP8``, wgmma's rule).
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> from fpsim.compare.gpu import gemm_model
+    >>> gemm_model("fp16", "fp16", fpsim.hw.H100).exp_floor
+    -21
+    >>> gemm_model("fp8_e5m2", "fp32", fpsim.hw.H100).name
+    'H100_FP8/fp8_e5m2'
+    >>> gemm_model("fp8_e4m3", "fp32", fpsim.hw.A100) is None
+    True
+    """
+    base = preset.name.split("/")[0]
+    if inputs.startswith("fp8"):
+        fp8 = (FP8_F16 if compute == "fp16" else FP8).get(base)
+        return fp8 if fp8 is None or inputs == fp8.input else fp8.with_input(inputs)
     if compute == "fp16":
         return dataclasses.replace(preset.with_input("fp16"), output="fp16",
-                                   output_rounding="nearest_even")
+                                   output_rounding="nearest_even",
+                                   exp_floor=FP16_FLOOR.get(base, preset.exp_floor))
     if compute == "tf32":
-        block = TF32_BLOCK.get(preset.name)
+        block = TF32_BLOCK.get(base)
         return dataclasses.replace(preset.with_input("tf32"), block=block) if block else None
     return preset.with_input(inputs) if inputs != preset.input else preset
 

@@ -640,13 +640,19 @@ def exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.BlockFMA]:
-    """fpsim's model of ``instr`` on the GPU of ``preset`` (first, key ``"preset"``),
-    the alternatives of the disagreements, and for fp8 the 13-bit models built here from
-    ``BlockFMA``'s options (no preset has them yet)."""
+    """fpsim's model of ``instr`` on the GPU of ``preset`` (first, key ``"preset"``: for
+    ``wgmma`` fp8 the GPU's fp8 preset, ``fpsim.compare.gpu.gemm_model``'s), the
+    alternatives of the disagreements (for fp16 output the fp32 floor, fpsim's rule before
+    the H100 probe of 2026-11-25), and for fp8 MMA-Sim's Hopper ``wgmma`` and Ada ``mma``
+    rules as ``BlockFMA``s."""
     from fpsim.compare.gpu import gemm_model
 
     fp16_out = instr.cd == "fp16"
-    if instr.a.startswith("fp8"):
+    wgmma_fp8 = gemm_model(instr.a, "fp16" if fp16_out else "fp32", preset) \
+        if instr.wgmma and instr.a.startswith("fp8") else None
+    if wgmma_fp8 is not None:  # the GPU's fp8 preset (H100_FP8, H100_FP8_F16)
+        base = wgmma_fp8.with_inputs(instr.a, instr.b)
+    elif instr.a.startswith("fp8"):  # mma.sync: see hmma_pair for sm_90's lowering
         # Both fp8 formats are exact in fp16; a model reads one input format.
         fmt = instr.a if instr.a == instr.b else "fp16"
         base = preset.with_input(fmt)
@@ -661,21 +667,22 @@ def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.
         if found is None:
             return {}
         base = found
+    floor = (f"exp_floor={preset.exp_floor} (the fp32 floor, fpsim's before 2026-11-25)"
+             if fp16_out else "exp_floor=-126")
     out = {"preset": base,
-           "exp_floor=-126" if not fp16_out else "exp_floor=-21 (MMA-Sim's fp16 e_zero)":
-               dataclasses.replace(base, exp_floor=-21 if fp16_out else -126),
+           floor: dataclasses.replace(base, exp_floor=preset.exp_floor if fp16_out else -126),
            "overflow=saturate": dataclasses.replace(base, overflow="saturate"),
            "zero_sign=signed": dataclasses.replace(base, zero_sign="signed")}
     if instr.a.startswith("fp8"):
-        fmt = instr.a if instr.a == instr.b else "fp16"
         tail = "fp16 nearest" if fp16_out else "e8m13"
         for label, block in ((f"block 32, F 13, {tail} (MMA-Sim's Hopper wgmma rule)", 32),
                              (f"block 16, F 13, {tail} (MMA-Sim's Ada mma rule)", 16)):
             out[label] = fpsim.hw.BlockFMA(
                 f"fp8 block {block}", block=block, frac_bits=13,
-                exp_floor=-21 if fp16_out else -133, input=fmt,
+                exp_floor=-21 if fp16_out else -133, input=instr.a,
                 output="fp16" if fp16_out else E8M13,
-                output_rounding="nearest_even" if fp16_out else "toward_zero")
+                output_rounding="nearest_even" if fp16_out else "toward_zero",
+                ).with_inputs(instr.a, instr.b)
     return out
 
 
@@ -852,17 +859,12 @@ def hmma_pair(instr: Instruction, data: dict[str, np.ndarray],
     """D as sm_90's SASS computes ``mma.sync`` fp8 m16n8k32 (nvcc 13.0, ``-arch=sm_90a``):
     A and B converted to fp16 (F2FP), the products with ``k % 4 < 2`` added by one
     HMMA.16816.F32 from c = 0, those with ``k % 4 >= 2`` by a second chained on it, and
-    C added last by FADD (fp32, nearest even). Each HMMA is one block of fpsim's fp16
-    model of the GPU (``preset``)."""
+    C added last by FADD (fp32, nearest even): ``fpsim.hw.h100_fp8_mma``, each HMMA one
+    block of fpsim's fp16 model of the GPU (``preset``)."""
     a, b = decode(data["a"], instr.a), decode(data["b"], instr.b)
     c = decode(data["c"], instr.cd)
-    low = np.arange(a.shape[2]) % 4 < 2
-    model = preset.with_input("fp16")
-    d1 = fpsim.matmul(a[:, :, low], b[:, low, :], c=np.zeros_like(c), model=model)
-    d2 = np.asarray(fpsim.matmul(a[:, :, ~low], b[:, ~low, :], c=d1, model=model), np.float32)
-    with np.errstate(all="ignore"):
-        d = c.astype(np.float32) + d2
-    return encode(d.astype(np.float64), instr.cd)
+    d = np.asarray(fpsim.hw.h100_fp8_mma(a, b, c=c, hmma=preset), dtype=np.float64)
+    return encode(d, instr.cd)
 
 
 def table(results: list[Result], device: str) -> str:
@@ -919,18 +921,117 @@ def cases(device: Any, size: int = 0) -> Iterator[Case | Record]:
                    {n: decode(v, fmt) for n, v in r.candidates.items()})
 
 
+#: What the hardware record keeps of each instruction's probe.
+RECORD_FIELDS = ("a", "b", "c", "cls", "hardware")
+#: The versions the record keeps from a run's ``about``.
+RECORD_VERSIONS = ("capability", "numpy", "cupy", "cuda_runtime", "cuda_driver", "seed",
+                   "problems")
+
+
+def hardware_record(arrays: dict[str, np.ndarray], meta: dict[str, str]
+                    ) -> dict[str, np.ndarray]:
+    """The part of a probe run that a test of the presets needs.
+
+    Parameters
+    ----------
+    arrays : dict of str to numpy.ndarray
+        A run's arrays (``mma_probes.npz``): ``"<types>/<field>"`` and ``"about"`` (JSON).
+    meta : dict of str to str
+        What the run's ``about`` lacks: ``"date"`` (required), and versions such as
+        ``"driver"``, ``"nvcc"``, ``"python"`` (added to ``versions``).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``"<types>/<field>"`` for each instruction and field of ``RECORD_FIELDS``, and
+        the strings ``"gpu"``, ``"date"`` and ``"versions"`` (JSON).
+
+    Raises
+    ------
+    ValueError
+        No ``"about"``, no date, an instruction whose record lacks a field, or one whose
+        layout check failed.
+
+    Examples
+    --------
+    >>> import json, numpy as np
+    >>> from fpsim.compare.mma import hardware_record
+    >>> run = {f"f32.f16.f16.f32/{x}": np.zeros(2) for x in ("a", "b", "c", "cls",
+    ...                                                       "hardware", "fpsim preset")}
+    >>> run["about"] = np.array(json.dumps({"gpu": "G", "numpy": "2", "layout_ok": {}}))
+    >>> rec = hardware_record(run, {"date": "2026-11-25"})
+    >>> [k for k in sorted(rec) if "/" not in k], json.loads(str(rec["versions"]))
+    (['date', 'gpu', 'versions'], {'numpy': '2'})
+    >>> sorted(k.split("/")[1] for k in rec if "/" in k)
+    ['a', 'b', 'c', 'cls', 'hardware']
+    """
+    if "about" not in arrays:
+        raise ValueError("the run's arrays have no 'about' (not an mma_probes.npz)")
+    if not meta.get("date"):
+        raise ValueError("the record needs the run's date (meta['date'])")
+    about = json.loads(str(arrays["about"]))
+    types = sorted({key.split("/")[0] for key in arrays if "/" in key})
+    out: dict[str, np.ndarray] = {}
+    for t in types:
+        if not about.get("layout_ok", {}).get(t, True):
+            raise ValueError(f"{t}: its layout check failed; its numerics are not a record")
+        for field in RECORD_FIELDS:
+            if f"{t}/{field}" not in arrays:
+                raise ValueError(f"{t}: the run has no {field!r}")
+            out[f"{t}/{field}"] = np.asarray(arrays[f"{t}/{field}"])
+    versions = {k: about[k] for k in RECORD_VERSIONS if k in about}
+    versions.update({k: v for k, v in meta.items() if k != "date"})
+    out.update(gpu=np.array(str(about.get("gpu", "?"))), date=np.array(meta["date"]),
+               versions=np.array(json.dumps(versions)))
+    return out
+
+
+def _trim(full: Path, record: Path, pairs: list[str]) -> int:
+    """``--trim FULL --record FILE``: write a run's hardware record (no GPU needed)."""
+    meta = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            print(f"fpsim.compare.mma: --meta takes KEY=VALUE, got {pair!r}", file=sys.stderr)
+            return 2
+        meta[key] = value
+    with np.load(full) as f:
+        arrays = {key: f[key] for key in f.files}
+    try:
+        rec: dict[str, Any] = dict(hardware_record(arrays, meta))
+    except ValueError as exc:
+        print(f"fpsim.compare.mma: {exc}", file=sys.stderr)
+        return 2
+    np.savez_compressed(record, **rec)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python3 -m fpsim.compare.mma --out DIR``: run the probes, write the npz and md."""
+    """``python3 -m fpsim.compare.mma --out DIR``: run the probes, write the npz and md
+    (and ``DIR/mma_record.npz``, the hardware record); ``--trim FULL --record FILE``:
+    write the hardware record of an earlier run's npz."""
     from fpsim._optional import MissingDependency
     from fpsim.compare.gpu import NoGPU, find_device
 
     parser = argparse.ArgumentParser(prog="python3 -m fpsim.compare.mma",
                                      description="tensor-core instruction probes")
-    parser.add_argument("--out", required=True, type=Path, help="the output folder")
+    parser.add_argument("--out", type=Path, help="the output folder")
     parser.add_argument("--backend", default="numpy", choices=("numpy", "numba", "cupy"),
                         help="fpsim's backend for the emulations (default numpy: they are "
                              "small, and it compiles nothing)")
+    parser.add_argument("--trim", type=Path, help="an earlier run's mma_probes.npz: write "
+                        "its hardware record to --record instead of running the probes")
+    parser.add_argument("--record", type=Path, help="with --trim: the record's file")
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --trim: the date (date=YYYY-MM-DD) and versions the "
+                             "run's npz lacks (driver=..., nvcc=..., python=...)")
     args = parser.parse_args(argv)
+    if args.trim is not None:
+        if args.record is None:
+            parser.error("--trim needs --record FILE")
+        return _trim(args.trim, args.record, args.meta)
+    if args.out is None:
+        parser.error("--out DIR is required (or --trim FULL --record FILE)")
     try:
         device = find_device()
     except (NoGPU, MissingDependency) as exc:
@@ -960,6 +1061,13 @@ def main(argv: list[str] | None = None) -> int:
              "fpsim_backend": args.backend}
     arrays["about"] = np.array(json.dumps(about))
     np.savez_compressed(args.out / "mma_probes.npz", **arrays)
+    import datetime
+    import platform
+
+    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    rec: dict[str, Any] = dict(hardware_record(
+        arrays, {"date": date, "python": platform.python_version()}))
+    np.savez_compressed(args.out / "mma_record.npz", **rec)
     (args.out / "mma_probes.md").write_text(table(results, device.name))
     print(table(results, device.name))
     return 0
