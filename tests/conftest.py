@@ -13,6 +13,8 @@ as before, in one process.
 
 import functools
 import os
+import signal
+import threading
 
 import pytest
 
@@ -144,6 +146,18 @@ def pytest_sessionfinish(session):
     cache = getattr(session.config, "cache", None)
     if cache is not None and _durations and not XDIST_WORKER:
         cache.set(DURATIONS, {**cache.get(DURATIONS, {}), **_durations})
+
+
+@pytest.fixture(autouse=True)
+def _python_sigint_handler():
+    """Each test starts under Python's own SIGINT handler, whatever ran before it in this
+    process (on pytest-xdist's workers the order differs from one process's: the suite on
+    two workers found SIGINT ignored before tests/test_interrupt.py, whose subprocesses then
+    inherited that and ran on)."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
 
 
 @functools.cache
