@@ -11,7 +11,14 @@ code: no DFMA/FFMA beyond those of the correctly rounded square root
 Flags, stochastic rounding and the operand check are arguments of each kernel, so
 one compilation holds every variant of it; both float64 and float32 arrays are built.
 
-    python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2]
+    python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2] [--cache DIR]
+
+With ``--cache DIR`` a passing run's report is kept in DIR under a digest of everything
+that decides it: fpsim's source, this script, the compute capability, and the versions
+of Python, NumPy, Numba, numba-cuda, llvmlite, NVVM, ptxas and nvdisasm. The same
+inputs give the same PTX and machine code, so a run whose digest has passed before
+prints that report again (its first line says so) instead of compiling; any change
+compiles everything again, and a failing run is never kept.
 
 A control goes with every run: the fma kernel compiled with contraction left on,
 which the checks must catch. Prints a line per kernel and one for the control; exit
@@ -168,11 +175,33 @@ def check_variant(job) -> tuple[str, list[str], float]:
     return name, problems, seconds
 
 
+def digest(cc: tuple, tools) -> str:
+    """A digest of everything that decides this check's result (see the module's doc)."""
+    import hashlib
+    from importlib.metadata import version
+
+    import numba
+    from numba.cuda.cudadrv import nvvm
+
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted((root / "fpsim").rglob("*.py")) + [Path(__file__).resolve()]:
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    parts = [str(cc), sys.version, np.__version__, numba.__version__,
+             version("numba-cuda"), version("llvmlite"), str(nvvm.NVVM().get_version())]
+    for tool in tools or ():
+        parts.append(subprocess.run([tool, "--version"], capture_output=True,
+                                    text=True).stdout)
+    h.update("\0".join(parts).encode())
+    return h.hexdigest()[:32]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cc", default="9.0")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-sass", action="store_true")
+    parser.add_argument("--cache", default=None, help="keep a passing report here")
     args = parser.parse_args(argv)
     cc = tuple(int(p) for p in args.cc.split("."))
     try:
@@ -181,29 +210,55 @@ def main(argv=None) -> int:
         print(f"numba-cuda is not installed: {exc}")
         return 3
     tools = None if args.no_sass else (find_tool("ptxas"), find_tool("nvdisasm"))
+    kept = Path(args.cache) / f"{digest(cc, tools)}.txt" if args.cache else None
+    if kept is not None and kept.is_file():
+        print(f"the report of a passing run with the same digest ({kept}):")
+        print(kept.read_text(), end="")
+        return 0
+    if kept is None:
+        return check(cc, tools, args.jobs)
+    with tempfile.TemporaryFile("w+") as report:
+        status = check(cc, tools, args.jobs, report)
+        if status == 0:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            report.seek(0)
+            partial = kept.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(report.read())
+            partial.replace(kept)  # whole, or not at all
+    return status
+
+
+def check(cc: tuple, tools, jobs: int, report=None) -> int:
+    """Compile every kernel and its control, printing (and writing to ``report``) a line
+    each; 0 when every kernel passes and the control is caught."""
+    def say(line: str) -> None:
+        print(line)
+        if report is not None:
+            report.write(line + "\n")
+
     if tools and None in tools:
-        print(f"machine-code check skipped: ptxas={tools[0]} nvdisasm={tools[1]}")
+        say(f"machine-code check skipped: ptxas={tools[0]} nvdisasm={tools[1]}")
         tools = None
     per_sqrt = sqrt_fma(cc, tools) if tools else {}
     if tools:
-        print(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}")
+        say(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}")
     control = ("elementwise", "op_fma", "float64", cc, tools, per_sqrt, False)
     work = [control] + [(*j, cc, tools, per_sqrt, True) for j in variants()]
     failed = 0
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = pool.map(check_variant, work)
         name, problems, seconds = next(results)
         caught = bool(problems)
-        print(f"control, {name} with contraction left on: "
-              f"{'caught' if caught else 'MISSED'} ({len(problems)} problem(s))")
+        say(f"control, {name} with contraction left on: "
+            f"{'caught' if caught else 'MISSED'} ({len(problems)} problem(s))")
         for p in problems[:3]:
-            print("   ", p)
+            say(f"    {p}")
         for name, problems, seconds in results:
-            print(f"{name}: {len(problems)} problem(s), compiled in {seconds:.1f} s")
+            say(f"{name}: {len(problems)} problem(s), compiled in {seconds:.1f} s")
             for p in problems[:5]:
-                print("   ", p)
+                say(f"    {p}")
             failed += bool(problems)
-    print(f"{len(work) - 1} kernels, {failed} with problems")
+    say(f"{len(work) - 1} kernels, {failed} with problems")
     return 1 if failed or not caught else 0
 
 

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,12 +68,14 @@ def _run(script: str, *args: str, simulator: bool = False, timeout: int = 900):
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+# Passing reports of the compile check, by the digest of what decides them (its --cache).
+COMPILE_CACHE = str(Path(tempfile.gettempdir()) / "fpsim-cuda-compile-check")
 # The checks' subprocesses, longest first: (script, arguments, simulator, the tests that
 # read its result).
 COMPILE_TESTS = ("test_every_kernel_compiles_for_the_h100_without_contraction",
                  "test_contraction_left_on_is_caught")
 CHECKS = (
-    ("cuda_compile_check.py", ("--cc", "9.0"), False, COMPILE_TESTS),
+    ("cuda_compile_check.py", ("--cc", "9.0", "--cache", COMPILE_CACHE), False, COMPILE_TESTS),
     ("cuda_parity.py", ("--values", VALUES), True,
      ("test_kernels_in_the_simulator_match_the_numpy_backend",)),
     *(("cuda_parity.py", ("--values", "4", "--plant", bug, "--only", bug), True,
@@ -130,7 +133,7 @@ def compile_check():
     its control: the fma kernel compiled with contraction left on."""
     if importlib.util.find_spec("numba_cuda") is None:
         pytest.skip("numba-cuda is not installed (it comes with the test and gpu extras)")
-    result = run("cuda_compile_check.py", "--cc", "9.0")
+    result = run("cuda_compile_check.py", "--cc", "9.0", "--cache", COMPILE_CACHE)
     print(result.stdout[-4000:], result.stderr[-3000:])
     return result
 
@@ -236,3 +239,37 @@ def test_a_check_past_its_time_is_ended_with_the_processes_it_started(tmp_path):
         return  # ended and gone
     _, alive = psutil.wait_procs([child], timeout=5)
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+@needs_numba_cuda
+def test_the_compile_checks_report_is_kept_under_the_digest_of_what_decides_it(tmp_path):
+    """cuda_compile_check's --cache: the digest changes with fpsim's source, the script,
+    the compute capability and the tools; a kept report is printed instead of compiling,
+    and only a passing run is kept (a planted failing report is never written)."""
+    sys.path.insert(0, str(HERE))
+    try:
+        import cuda_compile_check as check
+    finally:
+        sys.path.remove(str(HERE))
+    tools = (check.find_tool("ptxas"), check.find_tool("nvdisasm"))
+    tools = None if None in tools else tools
+    key = check.digest((9, 0), tools)
+    assert key == check.digest((9, 0), tools) and key != check.digest((8, 0), tools)
+    kept = tmp_path / f"{key}.txt"
+    kept.write_text("19 kernels, 0 with problems\n")
+    result = subprocess.run([sys.executable, str(HERE / "cuda_compile_check.py"), "--cc",
+                             "9.0", "--cache", str(tmp_path)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == "19 kernels, 0 with problems"
+    assert "the report of a passing run with the same digest" in result.stdout
+    # A failing check keeps nothing: its status is returned and no report is written.
+    import unittest.mock as mock
+
+    failing = tmp_path / "failing"
+    with mock.patch.object(check, "check", return_value=1):
+        assert check.main(["--cc", "9.0", "--cache", str(failing)]) == 1
+    assert not failing.exists() or not any(failing.iterdir())
+    with mock.patch.object(check, "check", return_value=0):  # and a passing one is
+        assert check.main(["--cc", "9.0", "--cache", str(failing)]) == 0
+    assert [p.name for p in failing.iterdir()] == [f"{key}.txt"]
