@@ -17,7 +17,7 @@ import pytest
 import fpsim
 from fpsim.compare import training as T
 from fpsim.compare.gpu import NoGPU
-from fpsim.compare.report import training_markdown
+from fpsim.compare.training import training_markdown
 from fpsim.nn import functional as F
 
 HERE = Path(__file__).resolve().parent

@@ -5,7 +5,7 @@ PTX entry numba-cuda compiles (offline, ``numba.cuda.compile_ptx``) for every
 signature the backend launches, and against numba-cuda's kernel ABI written out by
 hand (numba_cuda/numba/cuda/dispatcher.py, ``_Kernel._prepare_args``). The launcher
 itself runs against a stand-in for CuPy. The two paths are compared on a GPU by
-``python3 -m fpsim.backends.cuda_launch_check``.
+``python3 -m fpsim.compare.launch``.
 
 ``FPSIM_CUDA_LAUNCH_ALL=1`` compiles every real kernel variant (minutes) where by
 default one real kernel and a stand-in of each signature are compiled.
@@ -402,10 +402,11 @@ def test_cupy_arrays_are_read_from_their_attributes_alike(monkeypatch):
 
 
 def test_the_gpu_check_says_when_there_is_no_gpu(tmp_path, capsys):
-    from fpsim.backends import cuda_launch_check, gpu_missing
+    from fpsim.backends import gpu_missing
+    from fpsim.compare import launch as cuda_launch_check
 
     if gpu_missing() is None:
-        pytest.skip("a GPU is here: python3 -m fpsim.backends.cuda_launch_check runs it")
+        pytest.skip("a GPU is here: python3 -m fpsim.compare.launch runs it")
     assert cuda_launch_check.main(["--out", str(tmp_path / "record")]) == 3
     said = capsys.readouterr().out
     assert said.startswith("no GPU to check on: ")
@@ -447,7 +448,7 @@ def test_the_gpu_check_runs_every_variant_and_catches_a_difference():
         "import sys\n"
         f"sys.path.insert(0, {str(HERE)!r})\n"
         "import fake_cupy\n"
-        "from fpsim.backends import cuda_launch_check as c\n"
+        "from fpsim.compare import launch as c\n"
         "from fpsim.backends.cupy_backend import Backend\n"
         "c.ELEMENTS = 16\n"
         "b = Backend()\n"

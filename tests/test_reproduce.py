@@ -290,13 +290,13 @@ def test_a_gradient_snapshot_is_that_batch_gradient_alone(tiny_tasks, tmp_path, 
 
     real_train = study.train
 
-    def train_leaving_large_gradients(t, ab, seed, budget, on_step):
+    def train_leaving_large_gradients(t, ab, seed, budget, on_step, device="cpu"):
         def look(step, trainer, report, batch):
             for p in trainer.model.parameters():
                 p.grad = np.full(p.data.shape, 2.0**20)
             on_step(step, trainer, report, batch)
 
-        return real_train(t, ab, seed, budget, on_step=look)
+        return real_train(t, ab, seed, budget, on_step=look, device=device)
 
     monkeypatch.setattr(study, "train", train_leaving_large_gradients)
     weight = study._collect(Session(out=tmp_path), "digits_mlp")["weight"]

@@ -418,17 +418,8 @@ def products(dev: Any, rng: np.random.Generator, size: int) -> Iterator[Case | R
                 for model, v in candidates.items()})
 
 
-def instruction_probes(dev: Any, rng: np.random.Generator, size: int
-                       ) -> Iterator[Case | Record]:
-    """One tensor-core instruction per warp (``fpsim.compare.mma``): CuPy devices only,
-    as the probes compile their own kernels (a stand-in yields nothing)."""
-    if isinstance(dev, CupyDevice):
-        from fpsim.compare import mma
-
-        yield from mma.cases(dev)
-
-
-SUITE = (elementwise, conversions, reductions, products, instruction_probes)
+# The instruction probes (fpsim.compare.mma) follow these in the suite (fpsim.compare.run).
+SUITE = (elementwise, conversions, reductions, products)
 
 
 def cases(size: int, seed: int, device: Any) -> Iterator[Case | Record]:

@@ -3,6 +3,7 @@ distance in units in the last place (the number of format values stepped over)."
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -159,3 +160,15 @@ def compare_bits(emulated_bits: npt.ArrayLike, hardware_bits: npt.ArrayLike,
         median_ulp=float(np.median(distance)),
         histogram=(*(int(c) for c in counts), int((~np.isfinite(distance)).sum())),
     )
+
+
+def share(identical: float) -> str:
+    """A percentage that reads 100% only when every element is identical."""
+    if identical == 1.0:
+        return "100%"
+    return f"{math.floor(identical * 1e4) / 100:.2f}%"
+
+
+def ulp_text(v: float) -> str:
+    """A distance in ulp for a table: NaN/num where a NaN met a number."""
+    return "NaN/num" if np.isinf(v) else f"{v:g}"

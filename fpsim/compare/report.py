@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
 from fpsim.compare.cases import Record
-from fpsim.compare.metrics import HISTOGRAM_EDGES
-
-if TYPE_CHECKING:
-    from fpsim.compare.training import TrainingRun
+from fpsim.compare.metrics import HISTOGRAM_EDGES, share, ulp_text
 
 
 def bin_labels() -> list[str]:
@@ -31,21 +26,9 @@ def bin_labels() -> list[str]:
     return labels + ["NaN/num"]
 
 
-def share(identical: float) -> str:
-    """A percentage that reads 100% only when every element is identical."""
-    if identical == 1.0:
-        return "100%"
-    return f"{math.floor(identical * 1e4) / 100:.2f}%"
-
-
-def _ulp(v: float) -> str:
-    return "NaN/num" if np.isinf(v) else f"{v:g}"
-
-
-def markdown(records: list[Record], header: dict[str, Any],
-             training: Sequence[TrainingRun] = ()) -> str:
-    """The table of cases (the closest candidate of each) and of every candidate; then,
-    for the training suite, its runs (``training_markdown``)."""
+def markdown(records: list[Record], header: dict[str, Any], more: str = "") -> str:
+    """The table of cases (the closest candidate of each) and of every candidate; then
+    ``more`` (the training suite's tables)."""
     lines = [f"Machine: {header['machine']}  ", "Versions: " + ", ".join(
         f"{k} {v}" for k, v in header["versions"].items()) + "  ",
         f"Suite {header['suite']}, "
@@ -61,75 +44,21 @@ def markdown(records: list[Record], header: dict[str, Any],
             continue
         c = r.results[cast(str, r.best)]
         lines.append(f"| {r.name} | {r.hardware_is} | {r.best} | {share(c.identical)} | "
-                     f"{_ulp(c.max_ulp)} | {_ulp(c.median_ulp)} | {r.verdict} |")
+                     f"{ulp_text(c.max_ulp)} | {ulp_text(c.median_ulp)} | {r.verdict} |")
     lines += ["", "Every candidate:", "",
               "| case | candidate | identical | max ulp | median ulp |",
               "| --- | --- | ---: | ---: | ---: |"]
     for r in records:
         for model, c in r.results.items():
             lines.append(f"| {r.name} | {model} | {share(c.identical)} | "
-                         f"{_ulp(c.max_ulp)} | {_ulp(c.median_ulp)} |")
+                         f"{ulp_text(c.max_ulp)} | {ulp_text(c.median_ulp)} |")
     text = "\n".join(lines) + "\n"
-    return text + ("\n" + training_markdown(training) if training else "")
-
-
-def _step(n: int | None) -> str:
-    return "never" if n is None else str(n)
-
-
-def training_markdown(runs: Sequence[TrainingRun]) -> str:
-    """The training suite's tables: a row per model, then per model the sources of
-    difference where its runs part and a row per step."""
-    from fpsim.compare.training import ON_NATIVE, first_part
-
-    lines = ["## Training: native against emulated, step by step", "",
-             "| model | every operation modelled | steps | weights part at step | "
-             "losses part at step | identical after the last step | max ulp | median ulp | "
-             "first source |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for r in runs:
-        last = r.steps[-1]
-        first = f"{r.sources[0].kind} ({r.sources[0].op}, {r.sources[0].phase})" \
-            if r.sources else ""
-        lines.append(f"| {r.model} | {'yes' if r.modelled else 'no'} | {len(r.steps)} | "
-                     f"{_step(first_part(r.steps))} | {_step(first_part(r.steps, 'losses'))} | "
-                     f"{share(last.identical)} | {_ulp(last.max_ulp)} | "
-                     f"{_ulp(last.median_ulp)} | {first} |")
-    for r in runs:
-        lines += ["", f"### {r.model}", "", f"{r.description[:1].upper()}"
-                  f"{r.description[1:]}. Native: `{r.native}`; "
-                  f"emulated: `{r.emulated}`; dynamic loss scaling; the parameters compared "
-                  f"in {r.params.name}. Verdict: {r.verdict}. Wall time {r.seconds:.1f} s "
-                  "(both runs, the comparisons and the search for sources).", ""]
-        if r.failed:
-            lines += [f"The search for sources failed at {r.failed}.", ""]
-        for step in r.replayed:
-            found = [s for s in r.sources if s.step == step]
-            walked = [s for s in found if not s.note.startswith(ON_NATIVE)]
-            alone = [s for s in found if s.note.startswith(ON_NATIVE)]
-            lines += [f"Where the runs part at step {step} (replayed from its identical "
-                      "starting weights):", ""]
-            lines += [f"- {s}" for s in walked] or ["- no operation: the graphs agree"]
-            lines += ["", "Each product, gradient summed over broadcast axes, tanh, exp "
-                      "and log of that step's native graph, run by the emulation "
-                      f"{ON_NATIVE}:", ""]
-            lines += [f"- {s}" for s in alone] or ["- every one gives native's bits"]
-            lines.append("")
-        lines += ["| step | identical | max ulp | median ulp | loss native | loss emulated | "
-                  "difference | scale native | scale emulated |",
-                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for s in r.steps:
-            lines.append(f"| {s.step} | {share(s.identical)} | {_ulp(s.max_ulp)} | "
-                         f"{_ulp(s.median_ulp)} | {s.loss_native:.9g} | {s.loss_emulated:.9g} | "
-                         f"{s.loss_difference:.3g} | {s.scale_native:g} | "
-                         f"{s.scale_emulated:g} |")
-    return "\n".join(lines) + "\n"
+    return text + ("\n" + more if more else "")
 
 
 # The histograms' text, in points: readable at the figure's size in a page.
 TITLE_SIZE, LABEL_SIZE, TICK_SIZE = 10, 10, 9
 COUNTED = "number of elements"
-"""What each histogram's bars count (its y-axis label): the elements of the case's run."""
 
 
 def histogram_figure(records: list[Record]) -> Any:
@@ -177,18 +106,17 @@ def figure(records: list[Record], path: Path) -> None:
     plt.close(fig)
 
 
-def write(records: list[Record], header: dict[str, Any], out: Path,
-          training: Sequence[TrainingRun] = ()) -> dict[str, Path]:
-    """results.json, results.md and ulp_histograms.png in ``out`` (with the training
-    suite's runs, under ``training`` in results.json)."""
+def write(records: list[Record], header: dict[str, Any], out: Path, more: str = "",
+          extra: dict[str, Any] | None = None) -> dict[str, Path]:
+    """results.json, results.md and ulp_histograms.png in ``out``; ``more`` ends
+    results.md and ``extra``'s keys join results.json (the training suite's)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "markdown": out / "results.md",
              "figure": out / "ulp_histograms.png"}
     document = dict(header, records=[r.as_dict() for r in records])
-    if training:
-        document["training"] = [r.as_dict() for r in training]
+    document.update(extra or {})
     paths["json"].write_text(json.dumps(_finite(document), indent=1, allow_nan=False) + "\n")
-    paths["markdown"].write_text(markdown(records, header, training))
+    paths["markdown"].write_text(markdown(records, header, more))
     figure(records, paths["figure"])
     return paths
 

@@ -97,6 +97,10 @@ def run(suite: str = "cpu", *, size: int = DEFAULT_SIZE, seed: int = DEFAULT_SEE
     if suite in ("gpu", "all"):
         families.append(gpu.cases(size, seed, device) if device is not None else
                         [skipped("gpu suite", "CuPy on a GPU", not_run)])
+        if isinstance(device, gpu.CupyDevice):  # one instruction per warp: CuPy only
+            from fpsim.compare import mma
+
+            families.append(mma.cases(device))
     records = []
     for family in families:
         for item in family:

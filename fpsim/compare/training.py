@@ -30,7 +30,7 @@ import fpsim
 from fpsim import _device
 from fpsim.autograd.tensor import Tensor
 from fpsim.compare.cases import Record
-from fpsim.compare.metrics import Comparison, compare_bits
+from fpsim.compare.metrics import Comparison, compare_bits, share, ulp_text
 from fpsim.formats import Format, as_format
 
 NATIVE = "native_fp16"
@@ -325,7 +325,6 @@ def explain_product(a: Any, b: Any, native: Any, preset: Any,
     'H100 block FMA in one pass: 100% identical (K = 4: too short to split)'
     """
     from fpsim.compare.gpu import gemm_model, split_lengths
-    from fpsim.compare.report import share
 
     out = as_format(fmt)
     a, b, hw = host(a), host(b), host(native)
@@ -804,7 +803,6 @@ class TrainingRun:
     @property
     def verdict(self) -> str:
         """"identical over N steps", or where and how far the runs parted."""
-        from fpsim.compare.report import share
 
         n = len(self.steps)
         weights, losses = first_part(self.steps), first_part(self.steps, "losses")
@@ -1019,7 +1017,8 @@ def run(steps: int = DEFAULT_STEPS, seed: int = 0, *, out: str | Path | None = N
             continue
         runs.append(train_and_compare(spec, preset, steps, seed))
         if out is not None:  # after each model: a later one's failure keeps the earlier
-            report.write([r.record() for r in runs], header, Path(out), runs)
+            report.write([r.record() for r in runs], header, Path(out), training_markdown(runs),
+                         {"training": [r.as_dict() for r in runs]})
         if progress is not None:
             progress(runs[-1])
     return runs
@@ -1045,3 +1044,56 @@ def find_preset() -> Any:
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return preset_for(name, (int(props["major"]), int(props["minor"])))
+
+
+def _step(n: int | None) -> str:
+    return "never" if n is None else str(n)
+
+
+def training_markdown(runs: Sequence[TrainingRun]) -> str:
+    """The training suite's tables: a row per model, then per model the sources of
+    difference where its runs part and a row per step."""
+    lines = ["## Training: native against emulated, step by step", "",
+             "| model | every operation modelled | steps | weights part at step | "
+             "losses part at step | identical after the last step | max ulp | median ulp | "
+             "first source |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in runs:
+        last = r.steps[-1]
+        first = f"{r.sources[0].kind} ({r.sources[0].op}, {r.sources[0].phase})" \
+            if r.sources else ""
+        lines.append(f"| {r.model} | {'yes' if r.modelled else 'no'} | {len(r.steps)} | "
+                     f"{_step(first_part(r.steps))} | {_step(first_part(r.steps, 'losses'))} | "
+                     f"{share(last.identical)} | {ulp_text(last.max_ulp)} | "
+                     f"{ulp_text(last.median_ulp)} | {first} |")
+    for r in runs:
+        lines += ["", f"### {r.model}", "", f"{r.description[:1].upper()}"
+                  f"{r.description[1:]}. Native: `{r.native}`; "
+                  f"emulated: `{r.emulated}`; dynamic loss scaling; the parameters compared "
+                  f"in {r.params.name}. Verdict: {r.verdict}. Wall time {r.seconds:.1f} s "
+                  "(both runs, the comparisons and the search for sources).", ""]
+        if r.failed:
+            lines += [f"The search for sources failed at {r.failed}.", ""]
+        for step in r.replayed:
+            found = [s for s in r.sources if s.step == step]
+            walked = [s for s in found if not s.note.startswith(ON_NATIVE)]
+            alone = [s for s in found if s.note.startswith(ON_NATIVE)]
+            lines += [f"Where the runs part at step {step} (replayed from its identical "
+                      "starting weights):", ""]
+            lines += [f"- {s}" for s in walked] or ["- no operation: the graphs agree"]
+            lines += ["", "Each product, gradient summed over broadcast axes, tanh, exp "
+                      "and log of that step's native graph, run by the emulation "
+                      f"{ON_NATIVE}:", ""]
+            lines += [f"- {s}" for s in alone] or ["- every one gives native's bits"]
+            lines.append("")
+        lines += ["| step | identical | max ulp | median ulp | loss native | loss emulated | "
+                  "difference | scale native | scale emulated |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for s in r.steps:
+            lines.append(f"| {s.step} | {share(s.identical)} | {ulp_text(s.max_ulp)} | "
+                         f"{ulp_text(s.median_ulp)} | {s.loss_native:.9g} | "
+                         f"{s.loss_emulated:.9g} | "
+                         f"{s.loss_difference:.3g} | {s.scale_native:g} | "
+                         f"{s.scale_emulated:g} |")
+    return "\n".join(lines) + "\n"
+"""What each histogram's bars count (its y-axis label): the elements of the case's run."""

@@ -97,7 +97,7 @@ class Quantized:
         >>> q.stats().flushed * 32, q.stats().amax
         (1.0, 100.0)
         """
-        return summarize(self)
+        return summarize(self.values, self.flags, self.scales, self.amax, self.scheme.element)
 
     @property
     def shape(self) -> tuple[int, ...]:

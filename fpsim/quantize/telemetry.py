@@ -10,7 +10,7 @@ import numpy as np
 from fpsim.flags import OVERFLOW, UNDERFLOW
 
 if TYPE_CHECKING:
-    from fpsim.quantize.quantized import Quantized
+    from fpsim.formats import Format
 
 __all__ = ["QuantizationStats", "summarize"]
 
@@ -49,20 +49,22 @@ class QuantizationStats:
     scale_histogram: tuple[tuple[float, int], ...]
 
 
-def summarize(q: Quantized) -> QuantizationStats:
-    """The telemetry of ``q``, from its elements, their rounding flags and its scales."""
-    n = max(q.values.size, 1)
-    tiny = np.abs(q.values) < q.scheme.element.smallest_normal
-    scales = q.scales.ravel()
+def summarize(values: np.ndarray, flags: np.ndarray, scales: np.ndarray, amax: float,
+              element: Format) -> QuantizationStats:
+    """The telemetry of a quantization (``Quantized.stats()``): from its elements (of the
+    ``element`` format), their rounding flags, its scales and the input's amax."""
+    n = max(values.size, 1)
+    tiny = np.abs(values) < element.smallest_normal
+    scales = scales.ravel()
     finite = np.sort(scales[~np.isnan(scales)])
-    values, counts = np.unique(finite, return_counts=True)
-    histogram = [(float(v), int(c)) for v, c in zip(values, counts, strict=True)]
+    levels, counts = np.unique(finite, return_counts=True)
+    histogram = [(float(v), int(c)) for v, c in zip(levels, counts, strict=True)]
     if np.isnan(scales).any():
         histogram.append((float("nan"), int(np.isnan(scales).sum())))
     return QuantizationStats(
-        saturated=float(np.count_nonzero(q.flags & OVERFLOW)) / n,
-        flushed=float(np.count_nonzero(((q.flags & UNDERFLOW) != 0) & (q.values == 0))) / n,
-        subnormal=float(np.count_nonzero(tiny & (q.values != 0))) / n,
-        amax=q.amax,
+        saturated=float(np.count_nonzero(flags & OVERFLOW)) / n,
+        flushed=float(np.count_nonzero(((flags & UNDERFLOW) != 0) & (values == 0))) / n,
+        subnormal=float(np.count_nonzero(tiny & (values != 0))) / n,
+        amax=amax,
         scale_histogram=tuple(histogram),
     )

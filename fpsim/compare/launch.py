@@ -8,7 +8,7 @@ results, flags and counts bit for bit. Then times ``fpsim.round(x, "fp16")`` on 
 float32 device array at n = 1, 10**6 and 10**7 through both paths (median of
 ``--repeat`` calls, each synchronised) beside a device-to-device copy.
 
-    python3 -m fpsim.backends.cuda_launch_check --out DIR [--repeat 30]
+    python3 -m fpsim.compare.launch --out DIR [--repeat 30]
 
 Each kernel is first compiled in ``--jobs`` processes into numba-cuda's on-disk
 cache (both paths run numba-cuda's compilation of it). Writes
@@ -150,18 +150,20 @@ def warm(indices: list[int]) -> None:
 
 def compile_ahead(backend: Any, cupy: Any, jobs: int) -> str:
     """Compile every variant in ``jobs`` processes, one kernel's variants in one process."""
+    import importlib
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from fpsim.backends import cuda_launch_check
-
+    # This module under its package name, also when it runs as __main__: the spawned
+    # workers import ``warm`` from there.
+    launch = importlib.import_module("fpsim.compare.launch")
     groups: dict[str, list[int]] = {}
     for i, (_, kernel, _) in enumerate(variants(backend, cupy, np.random.default_rng(0))):
         groups.setdefault(kernel, []).append(i)
     start = time.perf_counter()
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            list(pool.map(cuda_launch_check.warm, groups.values()))
+            list(pool.map(launch.warm, groups.values()))
     except Exception as exc:  # the comparison then compiles what is missing itself
         return f"compiling ahead failed ({type(exc).__name__}: {exc})"
     return (f"compiled ahead in {jobs} processes: {len(groups)} kernels "
