@@ -11,6 +11,7 @@ master copy.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -209,11 +210,6 @@ class Policy:
         """
         if self.model is None:
             return None
-        from fpsim.hw import PRESETS as MODELS
-
-        if not isinstance(self.model, str) or self.model not in MODELS:
-            raise ValueError(f"unknown model {self.model!r}; known models: "
-                             f"{', '.join(sorted(MODELS))}")
         if self.native:
             raise ValueError("model= emulates a tensor core; a native policy's products "
                              "are the hardware's own")
@@ -223,14 +219,7 @@ class Policy:
         if clashes:
             raise ValueError(f"model={self.model} fixes how products are added; drop "
                              f"{', '.join(clashes)}")
-        preset = MODELS[self.model]
-        if as_format(preset.input) == self.compute:
-            return preset
-        try:
-            return preset.with_input(self.compute)
-        except ValueError as exc:
-            raise ValueError(f"model={self.model} with compute={self.compute.name}: "
-                             f"{exc}") from None
+        return _hardware_model(self.model, self.compute)
 
     @property
     def master_weights(self) -> bool:
@@ -311,6 +300,23 @@ class Policy:
 _INIT = inspect.signature(Policy.__init__)
 Policy.__signature__ = _INIT.replace(  # type: ignore[attr-defined]
     parameters=list(_INIT.parameters.values())[1:], return_annotation=inspect.Signature.empty)
+
+
+@functools.lru_cache(maxsize=64)
+def _hardware_model(model: object, compute: Format) -> Any:
+    """The ``fpsim.hw`` preset ``model`` taking ``compute`` as its input: built once per
+    pair (every product of a policy with ``model=`` asks for it)."""
+    from fpsim.hw import PRESETS as MODELS
+
+    if not isinstance(model, str) or model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; known models: {', '.join(sorted(MODELS))}")
+    preset = MODELS[model]
+    if as_format(preset.input) == compute:
+        return preset
+    try:
+        return preset.with_input(compute)
+    except ValueError as exc:
+        raise ValueError(f"model={model} with compute={compute.name}: {exc}") from None
 
 
 def _format(name: str, value: object) -> Format:
