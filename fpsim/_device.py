@@ -100,6 +100,35 @@ def array_module(data: Any) -> ModuleType:
     return module
 
 
+# CuPy's compute types for float32 products that add in IEEE binary32 (CUBLAS_COMPUTE_32F):
+# its default and "pedantic"; TF32 and the fp16/bf16 ones round the inputs and add on
+# tensor cores (cupy._core._routines_linalg, set by CUPY_TF32 or set_compute_type).
+_BINARY32_COMPUTE = ("COMPUTE_TYPE_DEFAULT", "COMPUTE_TYPE_PEDANTIC")
+
+
+def binary32_blas(xp: ModuleType) -> bool:
+    """Whether ``xp.matmul`` of float32 arrays is a BLAS product in IEEE binary32: each
+    product added (or fused, FMA) to a float32 partial sum with one rounding to nearest,
+    in an order of the library's choosing. NumPy: yes. CuPy: unless its float32 compute
+    type lets cuBLAS use TF32 or half-precision tensor cores (``CUPY_TF32=1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> binary32_blas(np)
+    True
+    """
+    if xp is np:
+        return True
+    try:
+        from cupy._core import _routines_linalg as linalg
+
+        kind = linalg.get_compute_type(np.dtype(np.float32))
+        return str(linalg.compute_type_to_str(kind)) in _BINARY32_COMPUTE
+    except (ImportError, AttributeError):  # not CuPy, or a CuPy without compute types
+        return False
+
+
 def transfer(data: Any, device: str) -> Any:
     """``data`` on ``device``: itself if it is there, else a copy (host to GPU or back).
 

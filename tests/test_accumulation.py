@@ -346,6 +346,42 @@ def test_order_any(backend_name):
     assert s.additions == 3 * 2 * 7
 
 
+def test_order_any_trusts_blas_only_where_it_adds_in_binary32():
+    """NumPy's BLAS adds in binary32; an array module that is not NumPy and has no CuPy
+    compute types to say so (here: CuPy is absent, or a stand-in) is not trusted."""
+    import types
+
+    from fpsim._device import binary32_blas
+
+    assert binary32_blas(np)
+    assert not binary32_blas(types.ModuleType("stand_in"))
+
+
+@pytest.mark.gpu
+def test_order_any_on_a_gpu_is_binary32_not_tf32():
+    """On a GPU, order="any" is cuBLAS in binary32: an input with more than TF32's 10
+    fraction bits keeps them, and fp16-valued products stay within the any-order bound."""
+    from conftest import gpu_missing
+
+    if gpu_missing():
+        pytest.skip("no GPU")
+    import cupy
+
+    from fpsim._device import binary32_blas
+
+    assert binary32_blas(cupy)
+    a = cupy.asarray(np.array([[1 + 2.0**-20, 2.0**-23]], dtype=np.float32))
+    b = cupy.asarray(np.array([[1.0], [1.0]], dtype=np.float32))
+    got = cupy.asnumpy(fpsim.matmul(a, b, order="any"))
+    assert got.dtype == np.float32 and float(got[0, 0]) == np.float32(1 + 2.0**-20 + 2.0**-23)
+    rng = np.random.default_rng(5)
+    A = values(rng, "fp16", (64, 300), 0.0)
+    B = values(rng, "fp16", (300, 48), 0.0)
+    got = cupy.asnumpy(fpsim.matmul(cupy.asarray(A), cupy.asarray(B), order="any"))
+    scale = np.abs(A) @ np.abs(B)
+    assert np.all(np.abs(got - A @ B) <= 300 * 2.0**-24 * scale)
+
+
 # --- stats ---------------------------------------------------------------------------------
 
 

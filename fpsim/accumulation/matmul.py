@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from fpsim._checks import boolean
+from fpsim._device import binary32_blas
 from fpsim._elementwise import random_key
 from fpsim._inputs import array_module, as_dtype, as_float_array, result_dtype
 from fpsim._workspace import scratch
@@ -72,7 +73,7 @@ def accumulate(
     xp = array_module([a, b])
     blas = (
         order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
-        and subnormals and not saturate and not stats and xp is np
+        and subnormals and not saturate and not stats and binary32_blas(xp)
     )
     shape = result_shape(a, b)
     if math.prod(shape) == 0:
@@ -82,12 +83,13 @@ def accumulate(
         counts = np.zeros(5, dtype=np.int64)
     elif blas:
         with np.errstate(all="ignore"):
-            a32, b32 = narrowed or (np.asarray(a, np.float32), np.asarray(b, np.float32))
+            a32, b32 = narrowed or (xp.asarray(a, np.float32), xp.asarray(b, np.float32))
             # A product that is copied into a new array below can be a scratch array.
-            result = np.matmul(a32, b32, out=None if dtype == np.float32 else
-                               scratch("product", shape, np.float32))
+            host_scratch = dtype != np.float32 and xp is np
+            result = xp.matmul(a32, b32, out=scratch("product", shape, np.float32)
+                               if host_scratch else None)
             if c is not None:
-                result = result + initial(c, result.shape, fmt, spec).astype(np.float32)
+                result = result + initial(c, result.shape, fmt, spec, xp).astype(np.float32)
         counts = np.zeros(5, dtype=np.int64)
     else:
         shape, a2, b3 = layout(a, b, xp)
@@ -170,7 +172,8 @@ def matmul(
     order : {"sequential", "pairwise", "any"}, default "sequential"
         ``"sequential"``: ``c`` first, then each product in ``k`` order;
         ``"pairwise"``: a balanced tree of the products, each rounded to ``accum``
-        first; ``"any"``: any order (fp32 with the defaults: NumPy's BLAS).
+        first; ``"any"``: any order (fp32 with the defaults: NumPy's BLAS; on a GPU,
+        cuBLAS's binary32 GEMM, not TF32).
     products : {"exact", "rounded"}, default "exact"
         Sequential order: add each product exactly, or rounded to ``accum`` first.
     out : Format or str, optional

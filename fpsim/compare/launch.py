@@ -8,7 +8,7 @@ results, flags and counts bit for bit. Then times ``fpsim.round(x, "fp16")`` on 
 float32 device array at n = 1, 10**6 and 10**7 through both paths (median of
 ``--repeat`` calls, each synchronised) beside a device-to-device copy.
 
-    python3 -m fpsim.compare.launch --out DIR [--repeat 30]
+    python3 -m fpsim.compare.launch --out DIR [--repeat 30] [--profile]
 
 Each kernel is first compiled in ``--jobs`` processes into numba-cuda's on-disk
 cache (both paths run numba-cuda's compilation of it). Writes
@@ -209,6 +209,34 @@ def timings(backend: Any, cupy: Any, repeat: int) -> list[str]:
     return lines
 
 
+def profile(backend: Any, cupy: Any, calls: int = 3000, top: int = 25) -> list[str]:
+    """Where a raw-launched ``fpsim.round`` of one float32 element spends its time: the
+    ``top`` functions by own time over ``calls`` calls (cProfile; no synchronisation)."""
+    import cProfile
+    import io
+    import pstats
+
+    import fpsim
+
+    backend.set_launch("raw")
+    x = cupy.asarray(np.ones(1, dtype=np.float32))
+    for _ in range(10):
+        fpsim.round(x, "fp16")
+    cupy.cuda.runtime.deviceSynchronize()
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    for _ in range(calls):
+        fpsim.round(x, "fp16")
+    profiler.disable()
+    cupy.cuda.runtime.deviceSynchronize()
+    seconds = time.perf_counter() - start
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    return [f"profile: {calls} raw-launched fpsim.round(x, 'fp16') of one element, "
+            f"{seconds / calls * 1e6:.1f} us a call under cProfile", text.getvalue()]
+
+
 def header(cupy: Any) -> list[str]:
     from importlib.metadata import version
 
@@ -226,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path, help="directory for the record")
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one-element calls on the raw path")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                         help="processes compiling ahead (1: none)")
     args = parser.parse_args(argv)
@@ -260,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         emit(found + [f"{len(found)} variants, {failed} differ or fail "
                       f"({time.perf_counter() - start:.0f} s, compilation included)"])
         emit(timings(backend, cupy, args.repeat))
+        if args.profile:
+            emit(profile(backend, cupy))
         backend.set_launch("numba")
     return 1 if failed else 0
 
