@@ -381,6 +381,25 @@ def language_model_step(policy: str, loss_scale, device: str) -> Callable[[], No
     return step
 
 
+def profile_step(policy: str = "mixed", device: str = "cuda", top: int = 30) -> str:
+    """cProfile's table (by own time, then by cumulative time) of one training step of the
+    language model at its GPU size under ``policy`` on ``device``, after two warm-up steps."""
+    import cProfile
+    import io
+    import pstats
+
+    step = language_model_step(policy, "dynamic", device)
+    for _ in range(2):
+        step()
+    profiler = cProfile.Profile()
+    profiler.runcall(step)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return text.getvalue()
+
+
 DEVICE_STEPS = (
     ("emulated mixed precision", "mixed", "dynamic", "cuda"),
     ("native fp16 (the paper's recipe)", "native_fp16", "dynamic", "cuda"),
@@ -412,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"],
                         help="train: the language model's step on a GPU, emulated and native, "
                              "against the emulated step on the CPU")
+    parser.add_argument("--profile", action="store_true",
+                        help="train --device gpu: also profile one emulated step on the GPU")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error(f"-n must be at least 1, got {args.n}")
@@ -425,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes must be positive, got {args.sizes!r}")
     if args.backend == "cupy" and args.which not in ("all", "elementwise"):
         parser.error("--backend cupy measures the elementwise operations only")
+    if args.profile and args.device != "gpu":
+        parser.error("--profile goes with train --device gpu")
     if args.device == "gpu" and args.which != "train":
         parser.error("--device gpu measures the training step only (fpsim bench train)")
     if "cupy" in (args.backend, args.device.replace("gpu", "cupy")):
@@ -446,6 +469,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{what:34} {device:6} {seconds:9.4f} {seconds / base['cuda']:18.2f}")
         print(f"emulated mixed precision: the GPU step is {base['cpu'] / base['cuda']:.1f}x "
               "faster than the CPU's")
+        if args.profile:
+            print("\none emulated mixed-precision step on the GPU, profiled:")
+            print(profile_step())
         return 0
     gpu = args.backend == "cupy"
     print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
