@@ -70,7 +70,7 @@ def gpu_module() -> ModuleType:
 
 
 # The array module of each GPU array type met so far (checked once).
-_MODULES: dict[type, ModuleType] = {}
+GPU_ARRAY_TYPES: dict[type, ModuleType] = {}
 
 
 def array_module(data: Any) -> ModuleType:
@@ -89,14 +89,14 @@ def array_module(data: Any) -> ModuleType:
     if not is_device_array(data):
         return np
     kind = type(data)
-    module = _MODULES.get(kind)
+    module = GPU_ARRAY_TYPES.get(kind)
     if module is None:
         module = sys.modules.get(kind.__module__)  # a GPU array exists: its module is imported
         needed = ("asarray", "empty", "ascontiguousarray")
         if module is None or not all(hasattr(module, f) for f in needed):
             raise ValueError(f"unsupported GPU array type {kind.__name__}: fpsim takes CuPy "
                              "arrays")
-        _MODULES[kind] = module
+        GPU_ARRAY_TYPES[kind] = module
     return module
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import numpy as np
 
 from fpsim._checks import boolean
+from fpsim._device import GPU_ARRAY_TYPES
 from fpsim._dtypes import is_bfloat16
 from fpsim._inputs import (
     FLOAT_DTYPES,
@@ -126,7 +127,7 @@ def elementwise(
                 _PLANS.clear()
             _PLANS[key] = plan
     else:
-        arrays = operands  # NumPy arrays of float16, float32 or float64, as _plan takes them
+        arrays = operands  # float16/32/64 arrays of NumPy or CuPy, as _plan takes them
     if into is not None and not getattr(into.flags, "writeable", True):  # CuPy: no such flag
         raise ValueError("out is read-only")
     return _execute(kernel, plan, arrays, fmt, seed, into)
@@ -134,21 +135,24 @@ def elementwise(
 
 def _plan_key(kernel: str, options: tuple[Any, ...], arithmetic: bool,
               dtype: np.dtype | None, operands: Any, into: Any) -> tuple[Any, ...] | None:
-    """The key of a call's plan; None for operands other than NumPy float arrays, or for
-    options of other types than their plans were made for (1 for True: validated anew)."""
+    """The key of a call's plan; None for operands other than float arrays of NumPy or of
+    a GPU array type already met (``_device.array_module``), or for options of other types
+    than their plans were made for (1 for True: validated anew)."""
     _, _, subnormals, saturate, flags, random_bits = options
     if (type(subnormals) is not bool or type(saturate) is not bool or type(flags) is not bool
             or (random_bits is not None and type(random_bits) is not int)):
         return None
     key: tuple[Any, ...] = (kernel, arithmetic, dtype, options)
     for x in operands:
-        if type(x) is not np.ndarray or x.dtype not in FLOAT_DTYPES:
+        kind = type(x)
+        if (kind is not np.ndarray and kind not in GPU_ARRAY_TYPES) or x.dtype not in FLOAT_DTYPES:
             return None
-        key += (x.dtype, x.shape)
+        key += (kind, x.dtype, x.shape)
     if into is not None:
-        if type(into) is not np.ndarray:
+        kind = type(into)
+        if kind is not np.ndarray and kind not in GPU_ARRAY_TYPES:
             return None
-        key += (into.dtype, into.shape)
+        key += (kind, into.dtype, into.shape)
     return key
 
 

@@ -83,7 +83,7 @@ def _stand_in(arity: int):
 
 def test_launch_mode_reads_the_environment(monkeypatch):
     monkeypatch.delenv("FPSIM_CUDA_LAUNCH", raising=False)
-    assert launch_mode() == "numba"
+    assert launch_mode() == "raw"
     monkeypatch.setenv("FPSIM_CUDA_LAUNCH", " RAW ")
     assert launch_mode() == "raw"
     monkeypatch.setenv("FPSIM_CUDA_LAUNCH", "numba")
@@ -100,7 +100,7 @@ def test_an_unknown_launch_mode_is_refused_by_name(monkeypatch, bad):
 def test_the_backend_takes_the_launch_mode(monkeypatch):
     from fpsim.backends.cupy_backend import Backend
 
-    monkeypatch.delenv("FPSIM_CUDA_LAUNCH", raising=False)
+    monkeypatch.setenv("FPSIM_CUDA_LAUNCH", "numba")
     backend = Backend()
     assert backend.raw is None
     backend.set_launch("raw")
@@ -110,7 +110,7 @@ def test_the_backend_takes_the_launch_mode(monkeypatch):
     assert backend.raw is None
     backend.set_launch("raw")
     assert backend.raw is launcher  # its compiled kernels are kept
-    monkeypatch.setenv("FPSIM_CUDA_LAUNCH", "raw")
+    monkeypatch.delenv("FPSIM_CUDA_LAUNCH", raising=False)  # the default: raw
     assert isinstance(Backend().raw, cuda_launch.RawLauncher)
     with pytest.raises(ValueError, match="FPSIM_CUDA_LAUNCH='fast'"):
         Backend(launch="fast")

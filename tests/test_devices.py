@@ -138,3 +138,24 @@ def test_a_model_on_a_real_gpu_gives_the_cpus_bits():
     for got, want in zip(runs["cuda"][1], runs["cpu"][1], strict=True):
         assert got.dtype == want.dtype and np.array_equal(got.view(np.int64),
                                                           want.view(np.int64))
+
+
+def test_call_plans_are_kept_for_gpu_arrays_of_a_type_already_met(monkeypatch):
+    """A repeated call on GPU arrays reuses its validated plan (the one-element launch cost);
+    the plan's key tells the GPU type apart from a NumPy array of the same dtype and shape,
+    and an array type never met through ``array_module`` gets no key (validated anew)."""
+    from fpsim._device import GPU_ARRAY_TYPES
+    from fpsim._elementwise import _plan_key
+
+    class Stand_in:
+        dtype = np.dtype(np.float32)
+        shape = (3,)
+
+    options = ("fp16", "nearest_even", True, False, False, None)
+    assert _plan_key("round_value", options, False, None, [Stand_in()], None) is None
+    monkeypatch.setitem(GPU_ARRAY_TYPES, Stand_in, np)
+    gpu = _plan_key("round_value", options, False, None, [Stand_in()], None)
+    host = _plan_key("round_value", options, False, None, [np.zeros(3, np.float32)], None)
+    assert gpu is not None and host is not None and gpu != host
+    assert _plan_key("round_value", options, False, None, [np.zeros(3)], Stand_in()) != \
+        _plan_key("round_value", options, False, None, [np.zeros(3)], np.zeros(3, np.float32))

@@ -31,7 +31,7 @@ _current: contextvars.ContextVar[str | None] = contextvars.ContextVar("fpsim_bac
 def _check(name: str) -> str:
     if not isinstance(name, str) or name not in NAMES:
         raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(NAMES)}")
-    if name == "cupy":
+    if name == "cupy" and name not in _instances:  # a backend made once stays usable
         missing = gpu_missing()
         if missing:
             raise RuntimeError(f"the cupy backend cannot run here: {missing}")

@@ -14,7 +14,9 @@ against the parameters of the PTX entry:
   each; packed once per value and kept;
 - an integer, a float and a bool are one parameter of their width.
 
-``FPSIM_CUDA_LAUNCH=numba`` (the default) keeps numba-cuda's dispatcher. Under
+This is the default (``FPSIM_CUDA_LAUNCH=raw`` or unset): on an H100 every kernel variant
+gave the dispatcher's bits and the whole GPU test suite passed through it (docs/performance.md).
+``FPSIM_CUDA_LAUNCH=numba`` keeps numba-cuda's dispatcher. Under
 numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) there is no PTX: the
 dispatcher path is always used there.
 """
@@ -46,18 +48,18 @@ _PARAM = re.compile(r"\.param\s+\.(\w+)\s+([\w$]+)")
 
 
 def launch_mode(value: str | None = None) -> str:
-    """The launch path the cupy backend uses: ``FPSIM_CUDA_LAUNCH`` ("numba" if unset).
+    """The launch path the cupy backend uses: ``FPSIM_CUDA_LAUNCH`` ("raw" if unset).
 
     Examples
     --------
     >>> launch_mode("raw")
     'raw'
     >>> launch_mode("")
-    'numba'
+    'raw'
     """
     if value is None:
         value = os.environ.get(ENVIRONMENT, "")
-    mode = value.strip().lower() or "numba"
+    mode = value.strip().lower() or "raw"
     if mode not in MODES:
         raise ValueError(f"{ENVIRONMENT}={value!r}: expected one of {', '.join(MODES)}")
     return mode
@@ -141,6 +143,11 @@ _foreign: dict[int, tuple[Any, tuple[Any, ...], list[int]]] = {}
 FOREIGN_ARRAYS = 256
 
 
+# Argument types that are never arrays: the kernels' scalars (and any tuple).
+_SCALARS = frozenset({bool, int, float, np.bool_, np.uint64, np.int64, np.int32,
+                      np.uint32, np.float64, np.float32, np.uint8})
+
+
 def device_array(x: Any) -> tuple[tuple[Any, ...], list[int]] | None:
     """For a device array, what numba-cuda's typing reads of it (dtype, dimensions,
     layout) and its parameters (``pack``); None for anything else.
@@ -150,10 +157,19 @@ def device_array(x: Any) -> tuple[tuple[Any, ...], list[int]] | None:
     >>> device_array(np.uint64(3)) is None
     True
     """
-    if _cupy_ndarray and type(x) is _cupy_ndarray[0]:
+    kind = type(x)
+    if kind in _SCALARS or isinstance(x, tuple):
+        return None
+    if _cupy_ndarray and kind is _cupy_ndarray[0]:
         a: Any = x
-        flags = a.flags
-        return ((a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous),
+        # CuPy's own contiguity fields: ``a.flags`` builds an object on every read.
+        c = getattr(a, "_c_contiguous", None)
+        if c is None:
+            flags = a.flags
+            c, f = flags.c_contiguous, flags.f_contiguous
+        else:
+            f = a._f_contiguous
+        return ((a.dtype, a.ndim, c, f),
                 [0, 0, a.size, a.itemsize, a.data.ptr, *a.shape, *a.strides])
     found = _foreign.get(id(x))
     if found is not None and found[0]() is x:

@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat must be at least 1")
     import fpsim
     from fpsim.backends import get_backend, gpu_missing
+    from fpsim.backends.cuda_launch import launch_mode
 
     args.out.mkdir(parents=True, exist_ok=True)
     record = args.out / "launch_check.txt"
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         emit(timings(backend, cupy, args.repeat))
         if args.profile:
             emit(profile(backend, cupy))
-        backend.set_launch("numba")
+        backend.set_launch(launch_mode())
     return 1 if failed else 0
 
 
