@@ -7,12 +7,14 @@
 - ``mx``, ``nvfp4``, ``blockwise``, ``current``: each family's scales and scaled elements.
 - ``quantized``: ``quantize``, ``dequantize`` and the ``Quantized`` they exchange.
 - ``telemetry``: what a quantization saturated, flushed and made subnormal.
+- ``hadamard``: the NVFP4 recipe's random Hadamard transform.
 """
 
+from fpsim.quantize.hadamard import hadamard_matrix, hadamard_transform, random_signs
 from fpsim.quantize.quantized import Quantized, dequantize, quantize
 from fpsim.quantize.scale_rules import SCALE_RULES
 from fpsim.quantize.schemes import SCHEMES, Scheme, scheme
 from fpsim.quantize.telemetry import QuantizationStats
 
 __all__ = ["SCALE_RULES", "SCHEMES", "QuantizationStats", "Quantized", "Scheme", "dequantize",
-           "quantize", "scheme"]
+           "hadamard_matrix", "hadamard_transform", "quantize", "random_signs", "scheme"]
