@@ -9,7 +9,9 @@ code: no DFMA/FFMA beyond those of the correctly rounded square root
 (``sqrt.rn.f64``, which ptxas expands with fused operations of its own).
 
 Flags, stochastic rounding and the operand check are arguments of each kernel, so
-one compilation holds every variant of it; both float64 and float32 arrays are built.
+one compilation holds every variant of it; both float64 and float32 arrays are built,
+and the lean kernels (``LEAN``): the rounding on the binary32 encoding, and loops
+specialised to a format and mode.
 
     python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2] [--cache DIR]
 
@@ -59,13 +61,44 @@ def variants() -> list[tuple[str, str, str]]:
     return out
 
 
-def sample_args(loop: str, kernel: str, dtype: str) -> tuple:
+# The lean elementwise kernels (cupy_backend): (loop, kernel, dtype, variant), a variant
+# naming the carrier of the rounding and, with "+spec", a loop specialised to SPECIALISED.
+LEAN = (("elementwise", "round_value", "float32", "binary32"),
+        ("elementwise", "round_value", "float32", "binary32+spec"),
+        ("elementwise", "round_value", "float64", "binary64+spec"),
+        ("elementwise", "op_fma", "float32", "binary64+spec"))
+SPECIALISED = ("bf16", "stochastic")
+
+
+def lean_variants() -> list[tuple[str, str, str, str]]:
+    """(loop, kernel, dtype, variant) for every lean kernel the backend compiles."""
+    return list(LEAN)
+
+
+def loop_spec(loop: str, kernel: str, dtype: str, variant: str = ""):
+    """(the spec argument, the spec the loop is specialised to or None, its encoding)."""
+    import fpsim
+    from fpsim.backends import cupy_backend
+    from fpsim.kernels.spec import make_spec
+
+    fmt, mode = SPECIALISED if variant.endswith("+spec") else ("fp16", "nearest_even")
+    spec = make_spec(fpsim.format(fmt), mode, True, False, None)
+    if not variant:
+        return spec, None, "binary64"
+    encoding, loop_arg, bound = cupy_backend.software_loop(
+        kernel, np.dtype(dtype), np.dtype(dtype), spec, kernel != "round_value",
+        variant.endswith("+spec"))
+    assert encoding == variant.split("+")[0], (encoding, variant)
+    return loop_arg, bound, encoding
+
+
+def sample_args(loop: str, kernel: str, dtype: str, variant: str = "") -> tuple:
     """Arguments of the types the backend passes (numba-cuda types them)."""
     import fpsim
     from fpsim.backends.schedule import pairwise_program
     from fpsim.kernels.spec import make_spec
 
-    spec = make_spec(fpsim.format("fp16"), "nearest_even", True, False, None)
+    spec = loop_spec(loop, kernel, dtype, variant)[0]
     v = np.zeros(4, dtype=dtype)
     a, b, c = np.zeros((2, 3)), np.zeros((1, 3, 2)), np.zeros((2, 2))
     counts = np.zeros(5, dtype=np.int64)
@@ -83,7 +116,8 @@ def sample_args(loop: str, kernel: str, dtype: str) -> tuple:
     return a, b, c, c.copy(), counts, fpsim.hw.H100.params(), out_spec, 16, 1, True
 
 
-def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: bool = True):
+def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: bool = True,
+                variant: str = ""):
     """PTX of one kernel, and the seconds it took."""
     from numba import cuda
     from numba.cuda.typing.typeof import typeof
@@ -93,8 +127,9 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
 
     backend = cupy_backend.Backend()
     assert not backend.simulator, "the offline build needs the real numba-cuda, not the simulator"
-    func = backend.loop(getattr(cuda_loops, loop), kernel).py_func
-    signature = tuple(typeof(x) for x in sample_args(loop, kernel, dtype))
+    _, bound, encoding = loop_spec(loop, kernel, dtype, variant)
+    func = backend.loop(getattr(cuda_loops, loop), kernel, bound, encoding).py_func
+    signature = tuple(typeof(x) for x in sample_args(loop, kernel, dtype, variant))
     start = time.perf_counter()
     if contraction_off:
         with no_contraction():
@@ -160,9 +195,9 @@ def sqrt_fma(cc: tuple, tools) -> dict[str, int]:
 
 
 def check_variant(job) -> tuple[str, list[str], float]:
-    loop, kernel, dtype, cc, tools, per_sqrt, contraction_off = job
-    name = f"{loop}[{kernel or '-'}, {dtype}]"
-    ptx, seconds = compile_one(loop, kernel, dtype, cc, contraction_off)
+    loop, kernel, dtype, cc, tools, per_sqrt, contraction_off, variant = job
+    name = f"{loop}[{kernel or '-'}, {dtype}{', ' + variant if variant else ''}]"
+    ptx, seconds = compile_one(loop, kernel, dtype, cc, contraction_off, variant)
     problems = ptx_problems(ptx)
     if tools:
         fused = sass_fma(ptx, cc, tools)
@@ -242,8 +277,9 @@ def check(cc: tuple, tools, jobs: int, report=None) -> int:
     per_sqrt = sqrt_fma(cc, tools) if tools else {}
     if tools:
         say(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}")
-    control = ("elementwise", "op_fma", "float64", cc, tools, per_sqrt, False)
-    work = [control] + [(*j, cc, tools, per_sqrt, True) for j in variants()]
+    control = ("elementwise", "op_fma", "float64", cc, tools, per_sqrt, False, "")
+    work = [control] + [(*j, cc, tools, per_sqrt, True, "") for j in variants()]
+    work += [(*j[:3], cc, tools, per_sqrt, True, j[3]) for j in lean_variants()]
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = pool.map(check_variant, work)

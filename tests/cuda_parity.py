@@ -17,7 +17,8 @@ numba.cuda is first imported::
 
 ``--values``: values per (format, mode, subnormals, saturate) and kernel (default 96).
 ``--plant``: first plant a bug in a loop's launch bounds (``elementwise`` or
-``accumulate``); the run must then report differences. ``--only``: the checks whose
+``accumulate``) or in the specialisation (``specialised``); the run must then report
+differences. ``--only``: the checks whose
 names contain this. Exit status 1 on any difference.
 """
 
@@ -52,8 +53,12 @@ PLANTS = {
                     "range(cuda.grid(1), out.size - 1, cuda.gridsize(1))"),
     "accumulate": ("range(cuda.grid(1), A.shape[0] * n, cuda.gridsize(1))",
                    "range(cuda.grid(1) + 1, A.shape[0] * n, cuda.gridsize(1))"),
+    # A specialised loop folding the wrong format: one fraction bit fewer.
+    "specialised": ("spec = spec_in if SPEC is None else SPEC",
+                    "spec = spec_in if SPEC is None else SPEC._replace(t=SPEC.t - 1)"),
 }
-PLANTED_IN = {"elementwise": "elementwise", "accumulate": "accumulate_sequential"}
+PLANTED_IN = {"elementwise": "elementwise", "accumulate": "accumulate_sequential",
+              "specialised": "elementwise"}
 
 
 class Report:
@@ -208,6 +213,79 @@ def check_elementwise(gpu, ref, report, values, rng) -> None:
                 if want_flags:
                     report.same_bits(what + ": flags", f1, f2, ops)
                 report.equal(what + ": operand check (unrepresentable count)", b1, b2)
+
+
+def float32_edges() -> np.ndarray:
+    """Float32 inputs at the edges of the 16- and 8-bit formats: ties (even and odd kept
+    bits) and their neighbours at several scales, the subnormal ranges, the overflow
+    thresholds, both zeros, infinities, NaN of both signs, the binary32 subnormals."""
+    high = np.array([0x3F80, 0x3F81, 0x3F82, 0x4780, 0x477F, 0x3380, 0x3300, 0x3340, 0x0080,
+                     0x0001, 0x7F7F, 0x0000, 0x387F, 0x3880, 0x3B00, 0x4370, 0x47EF, 0x4760],
+                    dtype=np.uint32)
+    low = np.array([0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001, 0x3000, 0x7FFF, 0x8000, 0x8001,
+                    0xF000, 0xFFFF], dtype=np.uint32)
+    codes = (high[:, None] << 16 | low[None, :]).ravel()
+    codes = np.concatenate([codes, codes | 0x80000000,
+                            np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001,
+                                      0x00000001, 0x807FFFFF, 0x477FEFFF, 0x477FF000,
+                                      0x7F7FFFFF, 0x43F00000, 0x43700000], dtype=np.uint32)])
+    return codes.view(np.float32)
+
+
+def check_variants(gpu, ref, report, values, rng) -> None:
+    """The loops specialised to a format and mode (``hot``, as a large array would be),
+    and the rounding on the binary32 encoding (float32 in and out), generic and
+    specialised: every mode, the formats binary32 carries and two it does not."""
+    edges = float32_edges()
+    formats = [fpsim.format(f) for f in ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3",
+                                         "e8m0", "fp32", "fp64")] + [fpsim.Format(3, 2)]
+    for fmt, mode, index in ((f, m, i) for i, (f, m) in enumerate(
+            itertools.product(formats, fpsim.ROUNDING_MODES))):
+        subnormals, saturate = index % 4 != 3, index % 5 == 4
+        spec = make_spec(fmt, mode, subnormals, saturate, None)
+        key = int(rng.integers(0, 2**63)) if spec.mode == STOCHASTIC else None
+        x = np.concatenate([edges[rng.choice(edges.size, values, replace=False)],
+                            round_inputs(fmt, values, rng).astype(np.float32)])
+        for work, hot, want_flags in ((np.float32, False, index % 2 == 0),
+                                      (np.float32, True, index % 2 == 1),
+                                      (np.float64, True, index % 2 == 0)):
+            name = gpu.kernel_name("round_value", np.dtype(work), np.dtype(work), spec, hot=hot,
+                                   size=x.size, flags=want_flags)
+            what = (f"round_value {fmt.name} {mode} subnormals={subnormals} saturate={saturate} "
+                    f"{np.dtype(work).name} flags={want_flags} ({name})")
+            check_call(gpu, ref, report, what, "round_value", [x.astype(work)], spec, key,
+                       want_flags, False, hot)
+        if fmt.man_bits > 29:
+            continue
+        for kernel in ("op_add", "op_mul", "op_fma", "op_div", "op_sqrt"):
+            ops = operands(fmt, ARITY[kernel], values // 2, rng)
+            for work, check in ((np.float32, True), (np.float64, False)):
+                if work is np.float32 and fmt.dtype == np.float64:
+                    continue
+                what = f"{kernel} {fmt.name} {mode} {np.dtype(work).name} check={check} hot"
+                check_call(gpu, ref, report, what, kernel, [op.astype(work) for op in ops],
+                           spec, key, index % 2 == 0, check, True)
+    # Each variant ran: (spec folded or not, encoding) of the elementwise loops built.
+    built = {(len(k) > 2 and k[2] is not None, k[3] if len(k) > 2 else "binary64")
+             for k in gpu._loops if k[0] == "elementwise"}
+    report.check("the variants ran", built >= {(True, "binary32"), (False, "binary32"),
+                                               (True, "binary64")},
+                 f"built {sorted(map(str, gpu._loops))}")
+
+
+def check_call(gpu, ref, report, what, kernel, ops, spec, key, want_flags, check, hot) -> None:
+    """One elementwise call on both backends: values, flags and the operand check's count."""
+    outs = []
+    for backend in (gpu, ref):
+        out = np.full(ops[0].size, SENTINEL, dtype=ops[0].dtype)
+        flags = np.full(out.size, 0xFF, np.uint8) if want_flags else None
+        bad = backend.apply(kernel, ops, out, flags, spec, key, check=check, hot=hot)
+        outs.append((out, flags, bad))
+    (o1, f1, b1), (o2, f2, b2) = outs
+    report.same_bits(what + ": values", o1, o2, ops)
+    if want_flags:
+        report.same_bits(what + ": flags", f1, f2, ops)
+    report.equal(what + ": operand check (unrepresentable count)", b1, b2)
 
 
 def check_first_unrepresentable(gpu, ref, report, rng) -> None:
@@ -395,6 +473,7 @@ def main(argv=None) -> int:
     report = Report()
     checks = [
         ("elementwise", lambda: check_elementwise(gpu, ref, report, args.values, rng)),
+        ("variants", lambda: check_variants(gpu, ref, report, max(4, args.values // 2), rng)),
         ("first_unrepresentable", lambda: check_first_unrepresentable(gpu, ref, report, rng)),
         ("accumulate", lambda: check_accumulate(gpu, ref, report, rng)),
         ("accumulate_blocks", lambda: check_blocks(gpu, ref, report, rng)),

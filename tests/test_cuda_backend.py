@@ -7,8 +7,8 @@
 - Compile check: every kernel built offline for compute capability 9.0, with no
   floating-point contraction in the PTX or the machine code
   (tests/cuda_compile_check.py).
-- Both checks must catch a planted bug: an off-by-one in launch bounds, contraction
-  left on.
+- Both checks must catch a planted bug: an off-by-one in launch bounds, a specialised
+  loop folding the wrong format, contraction left on.
 
 The four subprocesses take minutes of one core each; when this module is collected
 they start at once, one after another on a background thread (``start_checks``,
@@ -72,14 +72,16 @@ def _run(script: str, *args: str, simulator: bool = False, timeout: int = 900):
 COMPILE_CACHE = str(Path(tempfile.gettempdir()) / "fpsim-cuda-compile-check")
 # The checks' subprocesses, longest first: (script, arguments, simulator, the tests that
 # read its result).
+# The bugs cuda_parity.py plants, and the check each must be caught by.
+PLANTED = {"elementwise": "elementwise", "accumulate": "accumulate", "specialised": "variants"}
 COMPILE_TESTS = ("test_every_kernel_compiles_for_the_h100_without_contraction",
                  "test_contraction_left_on_is_caught")
 CHECKS = (
     ("cuda_compile_check.py", ("--cc", "9.0", "--cache", COMPILE_CACHE), False, COMPILE_TESTS),
     ("cuda_parity.py", ("--values", VALUES), True,
      ("test_kernels_in_the_simulator_match_the_numpy_backend",)),
-    *(("cuda_parity.py", ("--values", "4", "--plant", bug, "--only", bug), True,
-       ("test_a_planted_launch_bound_bug_is_caught",)) for bug in ("elementwise", "accumulate")),
+    *(("cuda_parity.py", ("--values", "4", "--plant", bug, "--only", only), True,
+       ("test_a_planted_launch_bound_bug_is_caught",)) for bug, only in PLANTED.items()),
 )
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
 _started: dict[tuple, concurrent.futures.Future] = {}
@@ -119,9 +121,10 @@ def test_kernels_in_the_simulator_match_the_numpy_backend():
 
 
 @needs_numba_cuda
-@pytest.mark.parametrize("bug", ["elementwise", "accumulate"])
+@pytest.mark.parametrize("bug", sorted(PLANTED))
 def test_a_planted_launch_bound_bug_is_caught(bug):
-    result = run("cuda_parity.py", "--values", "4", "--plant", bug, "--only", bug,
+    """A loop's launch bounds off by one, or a specialised loop folding the wrong format."""
+    result = run("cuda_parity.py", "--values", "4", "--plant", bug, "--only", PLANTED[bug],
                  simulator=True)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "DIFFERS" in result.stdout

@@ -7,6 +7,12 @@ device) are bound per instance by ``cupy_backend``. Flags, stochastic rounding
 and the operand check are arguments, not compiled variants: a branch that every
 thread takes the same way costs next to nothing on a GPU, and one kernel per
 operation keeps the first call's compilation (NVVM, seconds per kernel) short.
+
+The elementwise loop has two more bindings: ``SPEC``, None in the generic
+instance and the format's tuple in one specialised to a format and mode (its
+constants fold: the ``spec`` argument is then unused), and ``LOAD``, the
+conversion of a one-operand kernel's input to its carrier's type (``float``, or
+``np.float32`` for the rounding on the binary32 encoding, ``kernels.carrier``).
 """
 
 import numpy as np
@@ -17,6 +23,8 @@ from fpsim.flags import ABSORBED, INEXACT, OVERFLOW, UNDERFLOW
 
 KERNEL = None
 ARITY = 0
+SPEC = None
+LOAD = float
 # A pairwise stack holds at most ceil(log2 K) + 2 partial sums: 64 covers any K.
 MAX_DEPTH = 64
 HELPERS = ("count_flags", "clear_counts", "position", "add_counts")
@@ -34,14 +42,15 @@ hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = (
 )
 
 
-def elementwise(x, y, z, out, flags, bad, key, spec, want_flags, stochastic, check):
+def elementwise(x, y, z, out, flags, bad, key, spec_in, want_flags, stochastic, check):
     """``out[i], flags[i] = KERNEL(x[i], ...)``; adds to ``bad[0]`` the elements with an
     operand that is not a value of the format (``check``)."""
+    spec = spec_in if SPEC is None else SPEC
     count = 0
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         rnd = random53(key, i) if stochastic else 0
         if ARITY == 1:
-            value, flag = KERNEL(float(x[i]), rnd, spec, want_flags)
+            value, flag = KERNEL(LOAD(x[i]), rnd, spec, want_flags)
             ok = representable(float(x[i]), spec) if check else True
         elif ARITY == 2:
             value, flag = KERNEL(float(x[i]), float(y[i]), rnd, spec, want_flags)

@@ -14,6 +14,14 @@ the caller's array type is kept. Under Numba's CUDA simulator
 NumPy-scalar bit casts standing in for libdevice's (the simulator's are
 stubs): the tests use this to check the kernels without a GPU.
 
+Variants, as on the CPU (``numba_backend``): arrays of at least
+``SPECIALISE_FROM`` elements (or a ``hot`` call) run in a loop compiled for their
+exact format and mode, the spec a compile-time constant (its selects and constants
+fold); float32 rounded into float32 where binary32 carries it exactly
+(``kernels.carrier``) runs the rounding compiled on the binary32 encoding, in 32-bit
+integer work (``numba_lanes``' operations; libdevice's ``float_as_int`` and
+``int_as_float``) instead of the GPU's emulated 64-bit integers.
+
 Launch: through numba-cuda's dispatcher, or with ``FPSIM_CUDA_LAUNCH=raw``
 through ``cuda_launch`` (the same kernels compiled once per signature, launched
 through CuPy with pre-packed arguments). The simulator always uses the dispatcher.
@@ -29,13 +37,16 @@ import warnings
 import numpy as np
 from numba import cuda
 
-from fpsim.backends import cuda_loops, cuda_registries
+from fpsim.backends import cuda_loops, cuda_registries, numba_lanes
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
 from fpsim.backends.cuda_launch import RawLauncher, launch_mode
+from fpsim.backends.numba_backend import Backend as CPU
 from fpsim.backends.numpy_backend import narrow_arrays
 from fpsim.backends.protocol import ARITY, COUNTERS, is_device_array
 from fpsim.backends.schedule import pairwise_program, stack_depth
+from fpsim.kernels.carrier import BINARY32, BINARY64, Carrier, spec_for
+from fpsim.kernels.spec import Spec
 
 SIMULATOR = bool(getattr(getattr(cuda, "config", None), "ENABLE_CUDASIM", False))
 
@@ -49,6 +60,17 @@ BLOCKS_PER_SM = 32
 ZERO_COUNT = np.zeros(1, dtype=np.int64)
 # Under the simulator every thread is a Python thread: a few, each striding far.
 SIMULATOR_GRID = (2, 4)
+# Elementwise calls on at least this many elements run in a loop compiled for their exact
+# format and mode (NVVM takes seconds per loop, cached on disk; a hot call: at any size).
+SPECIALISE_FROM = 1 << 20
+
+
+class LaneSpec(Spec):
+    """A ``Spec`` with its fields in the binary32 carrier's lane types (``spec_for``): a
+    type of its own, so that nothing keeping packed specs by value (``cuda_launch``) takes
+    it for the binary64 ``Spec`` it equals field for field."""
+
+    __slots__ = ()
 
 
 def device_function(func):
@@ -69,14 +91,30 @@ def _bits_f64_host(u):
     return np.int64(u).view(np.float64)
 
 
-def primitives() -> dict:
-    """The kernels' primitives for CUDA; under the simulator, NumPy-scalar bit casts."""
+def _f32_bits_host(x):
+    return np.float32(x).view(np.int32)
+
+
+def _bits_f32_host(u):
+    return np.int32(u).view(np.float32)
+
+
+def primitives(encoding: Carrier = BINARY64) -> dict:
+    """The kernels' primitives for CUDA on ``encoding`` (``_instantiate.instantiate``);
+    under the simulator, NumPy-scalar bit casts and (binary32) NumPy int32 operations."""
     if SIMULATOR:
         f64_bits, bits_f64 = _f64_bits_host, _bits_f64_host
+        f32_bits, bits_f32 = _f32_bits_host, _bits_f32_host
+        lanes = {name: op for name, (op, _) in numba_lanes.OPERATIONS.items()}
     else:
         from numba.cuda import libdevice
 
         f64_bits, bits_f64 = libdevice.double_as_longlong, libdevice.longlong_as_double
+        f32_bits, bits_f32 = libdevice.float_as_int, libdevice.int_as_float
+        lanes = numba_lanes.LANE_PRIMITIVES
+    if encoding is BINARY32:  # binary32's bit casts in the binary64 names, 32-bit lanes
+        return dict(primitives(), f64_bits=device_function(lambda x: f32_bits(np.float32(x))),
+                    bits_f64=bits_f32, **lanes)
     return {
         "select": device_function(lambda c, a, b: a if c else b),
         "maximum": device_function(lambda a, b: max(a, b)),
@@ -89,6 +127,32 @@ def primitives() -> dict:
         "i64": device_function(lambda u: np.int64(u)),
         "fsqrt": device_function(lambda x: math.sqrt(x)),
     }
+
+
+def software_loop(kernel: str, x_dtype: np.dtype, out_dtype: np.dtype, spec: Spec, check: bool,
+                  specialise: bool) -> tuple[str, Spec, Spec | None]:
+    """The elementwise loop of the software kernels for a call: (its encoding, the spec it
+    takes as an argument, the spec it is specialised to or None). The encoding is the
+    CPU's (``numba_backend.Backend.encoding``): binary32 for float32 rounded into float32
+    where binary32 carries it exactly.
+
+    Examples
+    --------
+    >>> import numpy as np, fpsim
+    >>> from fpsim.kernels.spec import make_spec
+    >>> spec = make_spec(fpsim.format("bf16"), "up", True, False, None)
+    >>> f32 = np.dtype(np.float32)
+    >>> encoding, argument, folded = software_loop("round_value", f32, f32, spec, False, True)
+    >>> encoding, type(argument).__name__, int(argument.t), type(argument.t).__name__
+    ('binary32', 'LaneSpec', 7, 'int32')
+    >>> folded is argument
+    True
+    >>> software_loop("round_value", np.dtype(np.float64), f32, spec, False, False)[::2]
+    ('binary64', None)
+    """
+    encoding = CPU.encoding(kernel, x_dtype, out_dtype, spec, check)
+    loop_spec = spec if encoding is BINARY64 else LaneSpec(*spec_for(spec, encoding))
+    return encoding.name, loop_spec, loop_spec if specialise else None
 
 
 class Backend:
@@ -107,7 +171,9 @@ class Backend:
         self.digest = source_digest(cuda_loops)
         self.kernels = instantiate(primitives(), device_function,
                                    suffix=f"_cuda_{self.digest}")
+        self._binary32: dict | None = None
         self._loops: dict = {}
+        self._choices: dict = {}
         self._no_flags = None
         self._no_count = None
         self._per_thread = threading.local()
@@ -124,9 +190,20 @@ class Backend:
             self._launcher = RawLauncher()
         self.raw = self._launcher if raw else None
 
-    def loop(self, template, kernel: str = ""):
-        """The CUDA kernel of ``template`` (a ``cuda_loops`` function), for ``kernel``."""
-        key = (template.__name__, kernel)
+    def binary32(self) -> dict:
+        """The rounding compiled on the binary32 encoding (``kernels.carrier``)."""
+        if self._binary32 is None:
+            self._binary32 = instantiate(primitives(BINARY32), device_function,
+                                         suffix=f"_binary32_cuda_{self.digest}",
+                                         encoding=BINARY32)
+        return self._binary32
+
+    def loop(self, template, kernel: str = "", spec: Spec | None = None,
+             encoding: str = BINARY64.name):
+        """The CUDA kernel of ``template`` (a ``cuda_loops`` function), for ``kernel``;
+        ``spec``: specialised to that format and mode; ``encoding``: the carrier of the
+        rounding ("binary32": float32 input)."""
+        key = self.loop_key(template, kernel, spec, encoding)
         if key not in self._loops:
             namespace = dict(vars(cuda_loops))
             namespace.update({name: self.kernels[name] for name in KERNELS_IN_LOOPS})
@@ -134,11 +211,23 @@ class Backend:
                 namespace[helper] = device_function(clone(getattr(cuda_loops, helper), namespace))
             if kernel:
                 namespace.update(KERNEL=self.kernels[kernel], ARITY=ARITY[kernel])
+            if encoding == BINARY32.name:
+                namespace.update(KERNEL=self.binary32()[kernel], LOAD=np.float32)
+            namespace.update(SPEC=spec)
             # A distinct qualified name gives each instance its own cache entry.
             tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
             func = clone(template, namespace, f"{template.__name__}_{kernel}_{tag}_{self.digest}")
             self._loops[key] = cuda.jit(cache=not self.simulator)(func)
         return self._loops[key]
+
+    @staticmethod
+    def loop_key(template, kernel: str = "", spec: Spec | None = None,
+                 encoding: str = BINARY64.name) -> tuple:
+        """What tells ``loop``'s instances apart (the generic binary64 ones: as before
+        the variants, so that their cache entries stay)."""
+        if spec is None and encoding == BINARY64.name:
+            return template.__name__, kernel
+        return template.__name__, kernel, None if spec is None else tuple(spec), encoding
 
     def grid(self, n: int) -> tuple[int, int]:
         """(blocks, threads per block) for ``n`` work items in grid-stride loops."""
@@ -147,14 +236,17 @@ class Backend:
         sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
         return max(1, min(-(-n // THREADS), BLOCKS_PER_SM * sms)), THREADS
 
-    def launch(self, template, n: int, *args, kernel: str = "") -> None:
+    def launch(self, template, n: int, *args, kernel: str = "", spec: Spec | None = None,
+               encoding: str = BINARY64.name) -> None:
+        """Run ``loop(template, kernel, spec, encoding)`` over ``n`` work items."""
         if self.raw is not None:
-            self.raw((template.__name__, kernel), self.loop(template, kernel), n, args,
-                     THREADS, BLOCKS_PER_SM)
+            self.raw(self.loop_key(template, kernel, spec, encoding),
+                     self.loop(template, kernel, spec, encoding), n, args, THREADS,
+                     BLOCKS_PER_SM)
             return
         blocks, threads = self.grid(n)
         with no_contraction():
-            self.loop(template, kernel)[blocks, threads](*args)
+            self.loop(template, kernel, spec, encoding)[blocks, threads](*args)
 
     # -- arrays ------------------------------------------------------------------
 
@@ -199,6 +291,8 @@ class Backend:
     # -- the protocol ------------------------------------------------------------
 
     def apply(self, kernel, operands, out, flags, spec, key, check=False, hot=False) -> int:
+        """``hot``: a call repeated with this spec (a training run): compile for it at any
+        size."""
         if out.size == 0:
             return 0
         if out.dtype.itemsize == 2:  # float16, bfloat16 (host arrays): through binary32
@@ -206,6 +300,9 @@ class Backend:
             bad = self.apply(kernel, operands, wide, flags, spec, key, check, hot)
             self.convert(wide, out)
             return bad
+        choice = (kernel, operands[0].dtype, out.dtype, spec, check,
+                  hot or out.size >= SPECIALISE_FROM)
+        encoding, loop_spec, bound = self._choices.get(choice) or self._choose(choice)
         ops = [self.to_device(x) for x in operands]
         x = ops[0]
         y = ops[1] if len(ops) > 1 else x
@@ -214,12 +311,37 @@ class Backend:
         d_flags = self.no_flags() if flags is None else self.output(flags)
         bad = self.counter(check)
         self.launch(cuda_loops.elementwise, out.size, x, y, z, d_out, d_flags, bad,
-                    np.uint64(0 if key is None else key), spec, flags is not None,
-                    key is not None, bool(check), kernel=kernel)
+                    np.uint64(0 if key is None else key), loop_spec, flags is not None,
+                    key is not None, bool(check), kernel=kernel, spec=bound, encoding=encoding)
         self.deliver(d_out, out)
         if flags is not None:
             self.deliver(d_flags, flags)
         return int(bad.copy_to_host()[0]) if check else 0
+
+    def _choose(self, choice: tuple) -> tuple:
+        """``apply``'s ``software_loop`` for a call's ``choice``, kept."""
+        self._choices[choice] = software_loop(*choice)
+        return self._choices[choice]
+
+    def kernel_name(self, kernel: str, x_dtype, out_dtype, spec, *, flags: bool = False,
+                    check: bool = False, size: int = SPECIALISE_FROM, hot: bool = False) -> str:
+        """What ``apply`` computes ``kernel`` with: the encoding of the software rounding
+        (``"binary32"`` or ``"binary64"``), with ``"+spec"`` where its loop is specialised
+        to the format and mode.
+
+        Examples
+        --------
+        >>> import numpy as np, fpsim
+        >>> from fpsim.kernels.spec import make_spec
+        >>> f32, backend = np.dtype(np.float32), Backend()
+        >>> spec = make_spec(fpsim.format("fp8_e4m3"), "up", True, False, None)
+        >>> backend.kernel_name("round_value", f32, f32, spec, size=10)
+        'binary32'
+        >>> backend.kernel_name("op_add", f32, f32, spec, check=True)
+        'binary64+spec'
+        """
+        encoding = CPU.encoding(kernel, x_dtype, out_dtype, spec, check).name
+        return encoding + ("+spec" if hot or size >= SPECIALISE_FROM else "")
 
     def convert(self, x, out) -> None:
         if is_device_array(out):
