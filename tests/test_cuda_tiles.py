@@ -211,18 +211,25 @@ def simulate(plant: bool) -> int:
         got = cuda_tiles.accumulate(gpu, A, B, C, out, spec, **options)
         problems = [] if got is None and np.all(out == 1234.5) else [f"not refused: {got}"]
         print(json.dumps({"case": f"refuses {name}", "problems": problems}))
+    if not plant:  # the GPU benchmark's own logic, on fake_cupy's arrays (tiny sizes)
+        import fake_cupy
+
+        sys.modules["cupy"] = fake_cupy
+        for line in cuda_tiles.bench(16, repeats=1, generic_n=8, check_shape=(2, 3, 5, 4)):
+            print(f"BENCH {line}")
     print(json.dumps({"cases": len(cases(rng)), "refusals": len(refusals(rng))}))
     return 0
 
 
 @functools.cache
-def _simulated(plant: bool) -> tuple[list[dict], str]:
+def _simulated(plant: bool) -> tuple[list[dict], str, list[str]]:
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     args = [sys.executable, __file__, "--simulate"] + (["--plant"] if plant else [])
     result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600,
                             cwd=ROOT)
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    return rows, result.stdout[-3000:] + result.stderr[-3000:]
+    bench = [line[6:] for line in result.stdout.splitlines() if line.startswith("BENCH ")]
+    return rows, result.stdout[-3000:] + result.stderr[-3000:], bench
 
 
 pytestmark = pytest.mark.xdist_group("cuda_tiles")  # each subprocess runs once, on one worker
@@ -230,7 +237,7 @@ pytestmark = pytest.mark.xdist_group("cuda_tiles")  # each subprocess runs once,
 
 @needs_numba_cuda
 def test_tiled_kernels_give_the_generic_loops_bits_in_the_simulator():
-    rows, log = _simulated(False)
+    rows, log, _ = _simulated(False)
     values = [r for r in rows if not r.get("case", "refuses").startswith("refuses")]
     assert rows and len(values) == rows[-1]["cases"], log
     bad = {r["case"]: r["problems"] for r in values if r["problems"]}
@@ -249,7 +256,7 @@ def test_tiled_kernels_give_the_generic_loops_bits_in_the_simulator():
 
 @needs_numba_cuda
 def test_tiled_kernels_refuse_what_they_cannot_compute():
-    rows, log = _simulated(False)
+    rows, log, _ = _simulated(False)
     refused = [r for r in rows if r.get("case", "").startswith("refuses")]
     assert rows and len(refused) == rows[-1]["refusals"], log
     bad = {r["case"]: r["problems"] for r in refused if r["problems"]}
@@ -257,8 +264,22 @@ def test_tiled_kernels_refuse_what_they_cannot_compute():
 
 
 @needs_numba_cuda
+def test_the_benchmark_checks_bits_and_reports_every_kernel():
+    """``python3 -m fpsim.backends.cuda_tiles --bench N`` (run on fake_cupy in the simulator
+    here): the bits of each kernel against the generic loop, then one timing line each."""
+    rows, log, lines = _simulated(False)
+    assert lines and lines[0].startswith("GPU: "), log
+    assert sum("identical to the generic loop" in line for line in lines) == 6, lines
+    assert not any("DIFFERS" in line for line in lines), lines
+    for label in ("binary32 (the tiled kernel)", "binary16_fma (the whole call)",
+                  "binary16_rounded (the tiled kernel)", "generic loop, binary16",
+                  "cuBLAS SGEMM"):
+        assert any(line.startswith(label) for line in lines), (label, lines)
+
+
+@needs_numba_cuda
 def test_a_planted_padding_bug_is_caught():
-    rows, log = _simulated(True)
+    rows, log, _ = _simulated(True)
     caught = [r["case"] for r in rows if r.get("problems")]
     assert "signed zeros fp32" in caught and "signed zeros fp16" in caught, log
 

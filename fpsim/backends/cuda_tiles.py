@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
+import time
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -388,6 +390,71 @@ def choose(spec: Spec, *, key: int | None, order: str, rounded: bool,
     return None
 
 
+class Launch(NamedTuple):
+    """One tiled kernel's launch: the kernel, its tiles and grid, and the product's sizes
+    (``m`` rows per group of B)."""
+
+    name: str
+    tiles: Tiles
+    grid: tuple[int, int, int]
+    m: int
+    k_len: int
+    n: int
+
+
+def plan(spec: Spec, A: Any, B: Any, out: Any, *, key: int | None, order: str, rounded: bool,
+         want_stats: bool, tiles: Tiles | None = None) -> Launch | None:
+    """The tiled launch for an accumulation, from its options and shapes alone (the values
+    are checked on the device, ``prepare_inputs``), or None (see ``accumulate``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.backends.cuda_tiles import BINARY32_SPEC, DEVICE_TILES, plan
+    >>> A, B, out = np.ones((300, 5)), np.ones((1, 5, 200)), np.empty((300, 200))
+    >>> plan(BINARY32_SPEC, A, B, out, key=None, order="sequential", rounded=False,
+    ...      want_stats=False, tiles=DEVICE_TILES).grid
+    (2, 3, 1)
+    """
+    name = choose(spec, key=key, order=order, rounded=rounded, want_stats=want_stats)
+    if name is None or A.shape[1] == 0 or out.size == 0:
+        return None
+    if any(x.dtype != np.float64 for x in (A, B, out)):
+        return None
+    tiles = tiles or (SIMULATOR_TILES if SIMULATOR else DEVICE_TILES)
+    groups, k_len, n = B.shape
+    m = A.shape[0] // groups
+    grid = (-(-n // tiles.cols), -(-m // tiles.rows), groups)
+    if max(grid[1:]) > MAX_GRID_YZ or grid[0] >= 1 << 31:
+        return None
+    return Launch(name, tiles, grid, m, k_len, n)
+
+
+def prepare_inputs(backend: Any, launch: Launch, A: Any, B: Any, C: Any) -> list[Any] | None:
+    """A, B and C, flat, on the device in the kernel's type; None if one holds a value the
+    kernel cannot take (one read of a count from the device)."""
+    prepare_loop = kernel(launch.name, launch.tiles)[0]
+    dtype = np.float32 if launch.name == "binary32" else np.float16
+    bad = cuda.to_device(np.zeros(1, dtype=np.int64))
+    flat = []
+    with no_contraction():
+        for x, factor in ((A, True), (B, True), (C, False)):
+            converted = cuda.device_array(x.size, dtype)
+            blocks, threads = backend.grid(x.size)
+            prepare_loop[blocks, threads](backend.to_device(x.reshape(-1)), converted, bad,
+                                          factor)
+            flat.append(converted)
+    return None if int(bad.copy_to_host()[0]) else flat
+
+
+def run_tiled(launch: Launch, inputs: list[Any], out: Any) -> None:
+    """The tiled kernel on ``prepare_inputs``' arrays, into the flat binary64 device ``out``."""
+    tiled_loop = kernel(launch.name, launch.tiles)[1]
+    with no_contraction():
+        tiled_loop[launch.grid, launch.tiles.threads](
+            *inputs, out, np.uint64(launch.m), np.uint64(launch.k_len), np.uint64(launch.n))
+
+
 def accumulate(backend: Any, A: Any, B: Any, C: Any, out: Any, spec: Spec, *,
                key: int | None, order: str, rounded: bool, has_c: bool,
                want_stats: bool, tiles: Tiles | None = None) -> np.ndarray | None:
@@ -410,33 +477,15 @@ def accumulate(backend: Any, A: Any, B: Any, C: Any, out: Any, spec: Spec, *,
     ...            rounded=False, has_c=False, want_stats=False) is None  # stochastic
     True
     """
-    name = choose(spec, key=key, order=order, rounded=rounded, want_stats=want_stats)
-    if name is None or A.shape[1] == 0 or out.size == 0:
+    launch = plan(spec, A, B, out, key=key, order=order, rounded=rounded,
+                  want_stats=want_stats, tiles=tiles)
+    if launch is None or C.dtype != np.float64:
         return None
-    if any(x.dtype != np.float64 for x in (A, B, C, out)):
+    inputs = prepare_inputs(backend, launch, A, B, C)
+    if inputs is None:
         return None
-    tiles = tiles or (SIMULATOR_TILES if SIMULATOR else DEVICE_TILES)
-    groups, k_len, n = B.shape
-    m = A.shape[0] // groups
-    grid = (-(-n // tiles.cols), -(-m // tiles.rows), groups)
-    if max(grid[1:]) > MAX_GRID_YZ or grid[0] >= 1 << 31:
-        return None
-    prepare_loop, tiled_loop = kernel(name, tiles)
-    dtype = np.float16 if name != "binary32" else np.float32
-    bad = cuda.to_device(np.zeros(1, dtype=np.int64))
-    flat = []
-    with no_contraction():
-        for x, factor in ((A, True), (B, True), (C, False)):
-            converted = cuda.device_array(x.size, dtype)
-            blocks, threads = backend.grid(x.size)
-            prepare_loop[blocks, threads](backend.to_device(x.reshape(-1)), converted, bad,
-                                          factor)
-            flat.append(converted)
-        if int(bad.copy_to_host()[0]):
-            return None
-        d_out = backend.output(out)
-        tiled_loop[grid, tiles.threads](*flat, d_out.reshape(-1), np.uint64(m),
-                                        np.uint64(k_len), np.uint64(n))
+    d_out = backend.output(out)
+    run_tiled(launch, inputs, d_out.reshape(-1))
     backend.deliver(d_out, out)
     return np.zeros(len(COUNTERS), dtype=np.int64)
 
@@ -450,3 +499,162 @@ def generic_sequential(backend: Any, A: Any, B: Any, C: Any, out: Any, spec: Spe
     per_group = A.shape[0] // max(B.shape[0], 1)
     return backend.accumulation(cuda_loops.accumulate_sequential, A, B, C, out, np.uint64(0),
                                 spec, per_group, rounded, False, False)
+
+
+# -- the benchmark (on a GPU) ---------------------------------------------------------------
+
+# (label, accumulator spec, rounded products) of each tiled kernel the benchmark times.
+BENCH_CASES = (("binary32", BINARY32_SPEC, False), ("binary16_fma", BINARY16_SPEC, False),
+               ("binary16_rounded", BINARY16_SPEC, True))
+
+
+def _halves(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float16).astype(np.float64)
+
+
+def _median_seconds(run: Any, repeats: int, sync: Any) -> float:
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _same_bits(x: Any, y: Any) -> bool:
+    return bool(np.array_equal(np.asarray(x).view(np.int64), np.asarray(y).view(np.int64)))
+
+
+def bench(n: int, repeats: int = 5, generic_n: int = 512,
+          check_shape: tuple[int, int, int, int] = (2, 150, 301, 260)) -> list[str]:
+    """Time each tiled kernel on n x n x n products of binary16 values on the GPU, beside the
+    generic loop (at ``min(n, generic_n)``) and cuBLAS SGEMM (binary32, TF32 off), after
+    checking the kernels' bits against the generic loop (on ``check_shape``: groups of B,
+    rows per group, K, N; and on rows of the n x n products); returns the report's lines
+    (also printed). Needs a GPU and CuPy.
+    """
+    import os
+    from importlib.metadata import version
+
+    if "cupy" not in sys.modules:
+        os.environ["CUPY_TF32"] = "0"  # cuBLAS in binary32 (CUBLAS_COMPUTE_32F), no TF32
+    import cupy
+
+    from fpsim._device import binary32_blas
+    from fpsim.backends import cupy_backend
+
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    backend = cupy_backend.Backend()
+    device = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(device.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    runtime = cupy.cuda.runtime
+    say(f"GPU: {name} (cc {props['major']}.{props['minor']}, "
+        f"{props.get('multiProcessorCount', '?')} SMs); CUDA runtime "
+        f"{runtime.runtimeGetVersion()}, driver {runtime.driverGetVersion()}; CuPy "
+        f"{cupy.__version__}, numba-cuda {version('numba-cuda')}, numba {version('numba')}, "
+        f"NumPy {np.__version__}")
+    rng = np.random.default_rng(35)
+    sync = device.synchronize
+
+    # Bits first: every kernel against the generic loop, on a shape of part tiles, two
+    # groups of B, signed zeros, infinities, NaN and binary16 overflow.
+    groups, m, k_len, cols = check_shape
+    A, B, C = (_halves(rng, s) for s in ((groups * m, k_len), (groups, k_len, cols),
+                                         (groups * m, cols)))
+    A.flat[5], A.flat[7], B.flat[9], B.flat[3], C.flat[0], C.flat[5] = (
+        np.inf, -0.0, 0.0, 300.0, np.nan, -0.0)
+    A, B, C = cupy.asarray(A), cupy.asarray(B), cupy.asarray(C)
+    for label, spec, rounded in BENCH_CASES:
+        got, want = cupy.empty(C.shape), cupy.empty(C.shape)
+        counts = accumulate(backend, A, B, C, got, spec, key=None, order="sequential",
+                            rounded=rounded, has_c=True, want_stats=False)
+        generic_sequential(backend, A, B, C, want, spec, rounded)
+        same = counts is not None and _same_bits(cupy.asnumpy(got), cupy.asnumpy(want))
+        say(f"bits: {label} on {groups} x ({m} x {k_len}) x {cols} with specials: "
+            f"{'identical to the generic loop' if same else 'DIFFERS FROM THE GENERIC LOOP'}")
+
+    A = cupy.asarray(_halves(rng, (n, n)))
+    B = cupy.asarray(_halves(rng, (1, n, n)))
+    C = cupy.zeros((n, n))
+    flops = 2.0 * n**3
+    rows = np.r_[0:4, n - 4:n]
+    results = []
+    for label, spec, rounded in BENCH_CASES:
+        out = cupy.empty((n, n))
+        options = dict(key=None, order="sequential", rounded=rounded, want_stats=False)
+
+        def call(out=out, spec=spec, options=options) -> None:
+            accumulate(backend, A, B, C, out, spec, has_c=False, **options)
+
+        call()  # compiles (or loads from the cache)
+        whole = _median_seconds(call, repeats, sync)
+        launch = plan(spec, A, B, out, **options)
+        inputs = prepare_inputs(backend, launch, A, B, C)
+        flat = out.reshape(-1)
+        alone = _median_seconds(lambda launch=launch, inputs=inputs, flat=flat: run_tiled(
+            launch, inputs, flat), repeats, sync)
+        want = cupy.empty((rows.size, n))
+        generic_sequential(backend, A[rows], B, C[rows], want, spec, rounded)
+        same = _same_bits(cupy.asnumpy(out[rows]), cupy.asnumpy(want))
+        say(f"bits: {label} at n={n}, rows {rows.tolist()}: "
+            f"{'identical to the generic loop' if same else 'DIFFERS FROM THE GENERIC LOOP'}")
+        results.append((f"{label} (the whole call)", whole, n))
+        results.append((f"{label} (the tiled kernel)", alone, n))
+
+    g = min(n, generic_n)
+    for label, spec, rounded in BENCH_CASES[:2]:
+        a, b, c, out = A[:g, :g], B[:, :g, :g], C[:g, :g], cupy.empty((g, g))
+        a, b, c = (cupy.ascontiguousarray(x) for x in (a, b, c))
+
+        def generic(a=a, b=b, c=c, out=out, spec=spec, rounded=rounded) -> None:
+            generic_sequential(backend, a, b, c, out, spec, rounded)
+
+        generic()
+        results.append((f"generic loop, {label[:8]} accumulator", _median_seconds(
+            generic, max(1, repeats // 2), sync), g))
+
+    a32, b32 = A.astype(np.float32), B[0].astype(np.float32)
+    cupy.matmul(a32, b32)
+    sgemm = _median_seconds(lambda: cupy.matmul(a32, b32), repeats, sync)
+    results.append(("cuBLAS SGEMM (cupy.matmul, float32)", sgemm, n))
+    sgemm_rate = flops / sgemm
+    say(f"SGEMM in binary32 (no TF32): {binary32_blas(cupy)}; CUPY_TF32="
+        f"{os.environ.get('CUPY_TF32', '(unset)')}")
+    say(f"median of {repeats}; n x n x n products of binary16 values (TFLOP/s: 2 n**3 / s)")
+    say(f"{'':44s} {'n':>5s} {'seconds':>10s} {'TFLOP/s':>8s} {'of SGEMM':>9s}")
+    for label, seconds, size in results:
+        rate = 2.0 * size**3 / seconds
+        say(f"{label:44s} {size:5d} {seconds:10.4g} {rate / 1e12:8.3f} "
+            f"{rate / sgemm_rate:9.1%}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m fpsim.backends.cuda_tiles --bench N``: the benchmark (``bench``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Time the tiled products on a GPU.")
+    parser.add_argument("--bench", type=int, metavar="N", required=True,
+                        help="the size of the n x n x n products")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--generic-n", type=int, default=512,
+                        help="the size at which the (slow) generic loop is timed")
+    args = parser.parse_args(argv)
+    if args.bench < 8 or args.repeats < 1 or args.generic_n < 1:
+        parser.error("--bench needs N >= 8, --repeats and --generic-n at least 1")
+    from fpsim.backends import cuda_tiles  # this module as the backend imports it
+
+    cuda_tiles.bench(args.bench, args.repeats, args.generic_n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
