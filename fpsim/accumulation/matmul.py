@@ -235,6 +235,12 @@ def matmul(
     """
     given = dict(accum=accum, rounding=rounding, order=order, products=products,
                  subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits)
+    from fpsim.quantize.quantized import Quantized  # loaded by now: no import cycle
+
+    if isinstance(A, Quantized) or isinstance(B, Quantized):
+        from fpsim.quantize.product import quantized_matmul
+
+        return quantized_matmul(A, B, model=model, out=out, c=c, stats=stats, **given)
     a = as_float_array(A, "A", device=True)
     b = as_float_array(B, "B", device=True)
     if a.ndim < 2 or b.ndim < 2:

@@ -25,8 +25,7 @@ from fpsim._inputs import as_float_array
 from fpsim.accumulation.matmul import matmul
 
 if TYPE_CHECKING:
-    from fpsim._typing import Values
-    from fpsim.formats import FormatLike
+    from fpsim._typing import FormatLike, Values
     from fpsim.hw import BlockFMA
 
 __all__ = ["hadamard_matrix", "hadamard_transform", "random_signs"]

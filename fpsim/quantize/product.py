@@ -1,0 +1,124 @@
+"""Products of block-scaled operands: ``fpsim.matmul`` of two ``Quantized``.
+
+As a Blackwell block-scaled MMA forms them (``mma.kind::mxf8f6f4.block_scale``,
+``kind::mxf4nvf4``; MMA-Sim, Xie et al. 2025): each term is the product of two
+elements times their blocks' two scales, exact (an MX scale is a power of two, an NVFP4
+scale a UE4M3 value: every such term is a binary64 value); the terms are then added
+with any of fpsim's accumulators and orders, as ``fpsim.matmul`` adds products. An
+NVFP4 operand's binary32 tensor scale is applied once, at the end, as a GEMM epilogue
+does. ``docs/block-scaled.md`` states the rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate
+from fpsim.formats import as_format
+from fpsim.quantize.quantized import Quantized, dequantize
+from fpsim.rounding import round as round_to
+
+__all__ = ["quantized_matmul"]
+
+# Scale kinds whose products with elements are exact in every term (binary64).
+EXACT_KINDS = ("mx", "nvfp4")
+
+
+def _k_block(q: Quantized, name: str, k_axis: int) -> int:
+    """The elements along K that share one scale in ``q`` (the A or B of a product)."""
+    sch = q.scheme
+    if sch.kind not in EXACT_KINDS:
+        raise ValueError(
+            f"{name}: a product of {sch.name} operands is not supported: its binary32 scales "
+            "times the elements are not exact per term; dequantize it, or use an MX or "
+            "NVFP4 scheme")
+    ndim = q.values.ndim
+    if ndim < 2:
+        raise ValueError(f"{name}: matmul needs at least 2 dimensions, got shape {q.shape}")
+    if sch.rows > 1:  # tiles of the last two axes: K is A's columns, B's rows
+        return sch.block if k_axis == ndim - 1 else sch.rows
+    if q.axis != k_axis:
+        which = "last" if k_axis == ndim - 1 else "second to last"
+        raise ValueError(f"{name}: its blocks run along axis {q.axis}; a product needs them "
+                         f"along K, the {which} axis ({k_axis}): quantize it with "
+                         f"axis={k_axis - ndim}")
+    return sch.block
+
+
+def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> Any:
+    """``fpsim.matmul`` of block-scaled operands; ``options`` as ``fpsim.matmul`` takes them.
+
+    Each term ``a[m, k] * b[k, n] * scale_a * scale_b`` is exact; the terms are added in
+    ``k`` order (or pairwise), each addition rounded to ``accum``. An NVFP4 tensor scale
+    multiplies the result at the end: ``alpha = fp32(ts_a * ts_b)``, the result
+    ``acc * alpha`` rounded once to ``accum`` (nearest even), as a GEMM epilogue does.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> a = fpsim.quantize(np.full((1, 32), 3.0), "mxfp8_e4m3")
+    >>> b = fpsim.quantize(np.full((32, 1), 0.5), "mxfp8_e4m3", axis=0)
+    >>> fpsim.matmul(a, b).tolist()
+    [[48.0]]
+    """
+    for name, q in (("A", qa), ("B", qb)):
+        if not isinstance(q, Quantized):
+            raise ValueError(f"{name}: a product with a Quantized operand needs both quantized "
+                             f"(fpsim.quantize), got {type(q).__name__}")
+    if model is not None:
+        raise ValueError("model=: a tensor core's block FMA of block-scaled products is not "
+                         "modelled; choose an accumulator (accum, rounding, order)")
+    k_a = _k_block(qa, "A", qa.values.ndim - 1)
+    k_b = _k_block(qb, "B", qb.values.ndim - 2)
+    if qa.shape[-1] != qb.shape[-2]:
+        raise ValueError(f"inner dimensions differ: A {qa.shape} and B {qb.shape}")
+    if k_a != k_b:
+        raise ValueError(f"A's blocks span {k_a} elements of K and B's {k_b}: a block-scaled "
+                         "product pairs blocks of equal length")
+    tensor_scaled = qa.tensor_scale is not None or qb.tensor_scale is not None
+    if tensor_scaled and options.get("c") is not None:
+        raise ValueError("c: an initial accumulator with an NVFP4 tensor scale is not "
+                         "supported (the epilogue would scale it too)")
+    a = dequantize(_without_tensor_scale(qa))
+    b = dequantize(_without_tensor_scale(qb))
+    given = {k: options.pop(k, None) for k in ACCUMULATOR_OPTIONS}
+    settings: dict[str, Any] = {k: ACCUMULATOR_OPTIONS[k] if v is None else v
+                                for k, v in given.items()}
+    out, c, stats = options.pop("out", None), options.pop("c", None), options.pop("stats", False)
+    if options:
+        raise TypeError(f"matmul got unexpected arguments: {', '.join(options)}")
+    if settings["order"] == "any" and not (_binary32(a) and _binary32(b)):
+        settings["order"] = "sequential"  # BLAS would read the terms' factors as float32
+    result = accumulate(a, b, out=None if tensor_scaled else out, c=c, stats=stats,
+                        **settings)
+    if not tensor_scaled:
+        return result
+    acc, counts = result if stats else (result, None)
+    ts_a = np.float32(1.0 if qa.tensor_scale is None else qa.tensor_scale)
+    ts_b = np.float32(1.0 if qb.tensor_scale is None else qb.tensor_scale)
+    alpha = float(ts_a * ts_b)  # binary32, nearest even
+    fmt = as_format(settings["accum"])
+    with np.errstate(invalid="ignore"):
+        scaled = np.asarray(acc, dtype=np.float64) * alpha  # exact: <= 29 + 24 bits
+    final = round_to(scaled, fmt, "nearest_even", subnormals=settings["subnormals"],
+                     saturate=settings["saturate"])
+    if out is not None:
+        final = round_to(np.asarray(final, dtype=np.float64), as_format(out))
+    return (final, counts) if stats else final
+
+
+def _binary32(x: np.ndarray) -> bool:
+    """Whether every value of ``x`` is a binary32 value (NaN included)."""
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(x.astype(np.float32).astype(np.float64), x, equal_nan=True))
+
+
+def _without_tensor_scale(q: Quantized) -> Quantized:
+    if q.tensor_scale is None:
+        return q
+    from dataclasses import replace
+
+    return replace(q, tensor_scale=None)
