@@ -79,7 +79,7 @@ def cases(rng):
     # The device's tiles (256 threads: slow in the simulator, so once): K = 17 is one
     # whole k tile and one of a single step.
     out.append(("device tiles fp32", "fp32", False, halves(rng, (3, 17)),
-                halves(rng, (1, 17, 5)), halves(rng, (3, 5)), DEVICE_TILES))
+                halves(rng, (1, 17, 5)), halves(rng, (3, 5)), DEVICE_TILES["binary32"]))
     out.append(("ragged fp32-rounded", "fp32", True, halves(rng, (9, 5)),
                 halves(rng, (1, 5, 11)), halves(rng, (9, 11)), None))
     # fp16: products and sums in the subnormal range (below 2**-14), 2**-25 a tie between
@@ -112,6 +112,11 @@ def cases(rng):
                 rng.standard_normal((3, 3)).astype(np.float32).astype(np.float64), None))
     out.append(("tiles of 4 x 4 x 2 fp16", "fp16", False, halves(rng, (5, 5)),
                 halves(rng, (1, 5, 6)), halves(rng, (5, 6)), Tiles(4, 4, 2, 2, 2)))
+    # Two pairs of columns per thread (as on the device), an odd N: the last pair is half out.
+    for rounded in (False, True):
+        out.append((f"pairs per thread fp16{'-rounded' if rounded else ''}", "fp16", rounded,
+                    halves(rng, (9, 6)), halves(rng, (1, 6, 19)), halves(rng, (9, 19)),
+                    Tiles(8, 16, 4, 2, 4)))
     return out
 
 
@@ -215,7 +220,7 @@ def simulate(plant: bool) -> int:
         import fake_cupy
 
         sys.modules["cupy"] = fake_cupy
-        for line in cuda_tiles.bench(16, repeats=1, generic_n=8, check_shape=(2, 3, 5, 4)):
+        for line in cuda_tiles.bench(8, repeats=1, generic_n=4, check_shape=(2, 3, 5, 4)):
             print(f"BENCH {line}")
     print(json.dumps({"cases": len(cases(rng)), "refusals": len(refusals(rng))}))
     return 0
@@ -302,8 +307,8 @@ def compile_report() -> int:
     u = np.uint64(1)
     for name in (*cuda_tiles.KERNELS, "control"):
         kernel = "binary32" if name == "control" else name
-        prepare, tiled = cuda_tiles.kernel(kernel, cuda_tiles.DEVICE_TILES)
-        v = np.zeros(2, np.float32 if kernel == "binary32" else np.float16)
+        prepare, tiled = cuda_tiles.kernel(kernel, cuda_tiles.DEVICE_TILES[kernel])
+        v = np.zeros(2, np.float32 if kernel == "binary32" else np.uint16)
         signature = (typeof(v),) * 3 + (typeof(np.zeros(2)), typeof(u), typeof(u), typeof(u))
         bounds = tiled.targetoptions.get("launch_bounds")
         if name == "control":  # contraction left on
@@ -314,7 +319,8 @@ def compile_report() -> int:
                 ptx, _ = cuda.compile_ptx(tiled.py_func, signature, cc=(9, 0),
                                           launch_bounds=bounds)
         row = {name: len(re.findall(rf"^\s*{re.escape(name)}\b", ptx, re.M)) for name in (
-            "fma.rn.f32", "mul.rn.f32", "add.rn.f32", "fma.rn.f16", "mul.rn.f16", "add.rn.f16")}
+            "fma.rn.f32", "mul.rn.f32", "add.rn.f32", "fma.rn.f16", "mul.rn.f16", "add.rn.f16",
+            "fma.rn.f16x2", "mul.rn.f16x2", "add.rn.f16x2")}
         row.update(kernel=name, local=len(re.findall(r"\.local\b", ptx)),
                    loose=len(re.findall(r"^\s*(add|sub|mul|fma)(\.ftz)?\.f(16|32|64)\b",
                                         ptx, re.M)),
@@ -366,7 +372,9 @@ def test_tiled_kernels_compile_for_the_h100_without_contraction():
     rows, log = _compiled()
     by_kernel = {r["kernel"]: r for r in rows}
     assert set(by_kernel) == {"binary32", "binary16_fma", "binary16_rounded", "control"}, log
-    steps = 8 * 8  # one per output of a thread, per k
+    # Per step of k: one instruction per binary32 output of a thread (8 x 8), or per pair of
+    # its binary16 outputs (8 x 16); no scalar binary16 arithmetic.
+    steps = 8 * 8
     expected = {
         "binary32": dict(mul32=steps, add32=steps, fma16=0, mul16=0, add16=0),
         "binary16_fma": dict(mul32=0, add32=0, fma16=steps, mul16=0, add16=0),
@@ -374,9 +382,10 @@ def test_tiled_kernels_compile_for_the_h100_without_contraction():
     }
     for name, want in expected.items():
         row = by_kernel[name]
-        got = dict(mul32=row["mul.rn.f32"], add32=row["add.rn.f32"], fma16=row["fma.rn.f16"],
-                   mul16=row["mul.rn.f16"], add16=row["add.rn.f16"])
+        got = dict(mul32=row["mul.rn.f32"], add32=row["add.rn.f32"], fma16=row["fma.rn.f16x2"],
+                   mul16=row["mul.rn.f16x2"], add16=row["add.rn.f16x2"])
         assert got == want, (name, row)
+        assert row["fma.rn.f16"] == row["mul.rn.f16"] == row["add.rn.f16"] == 0, row
         assert row["fma.rn.f32"] == 0 and row["loose"] == 0 and row["ftz"] == 0, row
         assert row["local"] == 0, f"{name}: the register blocking spilled to local memory"
         assert row["maxntid"], f"{name}: no launch bounds"

@@ -15,10 +15,12 @@ when the inputs allow it, and run here as tiled kernels:
   ``rounded`` products the product's rounding to binary32 changes nothing (it is exact).
 - ``binary16_fma`` and ``binary16_rounded``: the accumulator is IEEE binary16
   (``nearest_even``, subnormals, no saturation) and every input is a binary16 value.
-  Then ``s <- round(s + a*b)`` is the binary16 fused multiply-add ``fma.rn.f16`` (one
-  rounding of a*b + s: CUDA's ``__hfma``); with ``rounded`` products it is
-  ``mul.rn.f16`` then ``add.rn.f16`` (``__hmul_rn``, ``__hadd_rn``: the ``.rn`` keeps
-  ptxas from fusing them).
+  Then ``s <- round(s + a*b)`` is the binary16 fused multiply-add (one rounding of
+  a*b + s: CUDA's ``__hfma``); with ``rounded`` products, a binary16 multiply then a
+  binary16 add (``__hmul_rn``, ``__hadd_rn``: the ``.rn`` keeps ptxas from fusing them).
+  Each runs on two outputs at once, as ``fma.rn.f16x2`` (or ``mul.rn.f16x2`` and
+  ``add.rn.f16x2``): each half of the pair is rounded on its own (PTX ISA, half-precision
+  instructions), so that a pair is two independent IEEE operations.
 
 When the exact products are ``binary32``'s: every input is 0, inf, NaN, or has at most
 12 significant bits and a magnitude in [2**-62, 2**63). A product of two such finite
@@ -33,10 +35,11 @@ result is stored as the canonical NaN the generic loop gives (``kernels.core.NAN
 
 The order of additions is the documented one (docs/accumulation.md): each output is
 ``s = C[r, j]`` followed by one step per k, k = 0, 1, ..., K - 1. Tiling changes which
-thread does what and when, never that order: a thread keeps ``TILE_ROWS x TILE_COLS``
-outputs (register blocking) and walks k through shared-memory tiles of A and B. Terms
-beyond K (padding of the last tile) are never added: a thread stops at K; rows and
-columns beyond the matrix are computed on zeros and never stored.
+thread does what and when, never that order: a thread keeps ``thread_rows x thread_cols``
+outputs (``Tiles``; register blocking, binary16 outputs in pairs: two adjacent columns in
+32 bits, computed by one ``f16x2`` instruction) and walks k through shared-memory tiles of
+A and B. Terms beyond K (padding of the last tile) are never added: a thread stops at K;
+rows and columns beyond the matrix are computed on zeros and never stored.
 """
 
 from __future__ import annotations
@@ -79,10 +82,14 @@ class Tiles(NamedTuple):
         return (self.rows // self.thread_rows) * (self.cols // self.thread_cols)
 
 
-# 256 threads of 8 x 8 outputs over 128 x 128 tiles, k in steps of 16: 64 accumulators
-# per thread, 16 shared-memory loads for 64 (binary16) or 128 (binary32) arithmetic
-# instructions per step; two blocks per multiprocessor (launch bounds: 128 registers).
-DEVICE_TILES = Tiles(128, 128, 16, 8, 8)
+# Each kernel's tiles on the device: 256 threads, k in steps of 16, 64 accumulator
+# registers per thread (8 x 8 binary32 outputs, or 8 x 16 binary16 outputs in pairs), and
+# per step 16 shared-memory loads for 128 arithmetic instructions (binary32: a multiply and
+# an add per output; binary16: a paired FMA per two outputs, or a paired multiply and add);
+# two blocks per multiprocessor (launch bounds: at most 128 registers).
+DEVICE_TILES = {"binary32": Tiles(128, 128, 16, 8, 8),
+                "binary16_fma": Tiles(128, 256, 16, 8, 16),
+                "binary16_rounded": Tiles(128, 256, 16, 8, 16)}
 BLOCKS_PER_SM = 2
 # Under the simulator every thread is a Python thread: small tiles, the same code.
 SIMULATOR_TILES = Tiles(8, 8, 4, 2, 2)
@@ -99,17 +106,20 @@ def _bound_per_instance(*args):
     raise NotImplementedError("bound per kernel by cuda_tiles.kernel")
 
 
-# Bound per compiled kernel (``kernel``): the element type, the accumulation step, the
-# test of an input, the binary64 bit cast and the tile constants.
-TYPE: Any = np.float32
-STEP = ACCEPT = f64_bits = _bound_per_instance
+# Bound per compiled kernel (``kernel``). A lane is what one step computes on: one binary32
+# value, or a pair of binary16 values (two adjacent columns) in 32 bits. ELEMENT: the type
+# of the converted inputs (float32, or binary16 encodings as uint16); LANE: the lanes' type.
+LANES = 1
+ELEMENT: Any = np.float32
+LANE: Any = np.float32
+STEP = ACCEPT = STORE = SPREAD = PAIR = VALUE = f64_bits = _bound_per_instance
 BM = BN = BK = TM = TN = TR = TC = THREADS = A_STEP = B_STEP = LOADS_A = LOADS_B = 1
-SA = SB = AW = 1
-uBM = uBN = uBK = uTR = uTC = uAW = uA_STEP = uB_STEP = ZERO = np.uint64(1)
+SA = SB = AW = BNL = 1
+uBM = uBN = uBK = uTR = uTC = uAW = uA_STEP = uB_STEP = uBNL = uLANES = ZERO = np.uint64(1)
 NAN = math.nan
 
 
-# -- the steps -------------------------------------------------------------------------
+# -- binary32 lanes ------------------------------------------------------------------------
 
 
 def step_binary32(s, a, b):
@@ -117,17 +127,56 @@ def step_binary32(s, a, b):
     return s + a * b
 
 
+def store_binary32(v):
+    return np.float32(v)
+
+
+def spread_binary32(x):
+    return x
+
+
+def pair_binary32(lo, hi):
+    return lo
+
+
+def value_binary32(lane, h):
+    return np.float64(lane)
+
+
+# -- binary16 pairs ------------------------------------------------------------------------
+
+
 def step_binary16_fma(s, a, b):
-    """round(a*b + s) in binary16, one rounding (IEEE fusedMultiplyAdd)."""
-    return FMA16(a, b, s)
+    """round(a*b + s) in binary16 in each half, one rounding (IEEE fusedMultiplyAdd)."""
+    return FMA16X2(a, b, s)
 
 
 def step_binary16_rounded(s, a, b):
-    """round(s + round(a*b)) in binary16."""
-    return ADD16(s, MUL16(a, b))
+    """round(s + round(a*b)) in binary16 in each half."""
+    return ADD16X2(s, MUL16X2(a, b))
 
 
-FMA16 = MUL16 = ADD16 = _bound_per_instance
+def store_binary16(v):
+    """The binary16 encoding of ``v`` rounded to binary16."""
+    return HALF_BITS(np.float16(v))
+
+
+def spread_binary16(x):
+    """The pair (x, x) of the encoding ``x``."""
+    return np.uint32(x) * np.uint32(0x10001)
+
+
+def pair_binary16(lo, hi):
+    """The pair (lo, hi) of two encodings, lo in the low half."""
+    return np.uint32(lo) | (np.uint32(hi) << np.uint32(16))
+
+
+def value_binary16(lane, h):
+    """Half ``h`` (0: low) of a pair, as binary64."""
+    return HALF_F64(np.uint16((lane >> np.uint32(16 * h)) & np.uint32(0xFFFF)))
+
+
+FMA16X2 = MUL16X2 = ADD16X2 = HALF_BITS = HALF_F64 = _bound_per_instance
 
 
 def fma16_host(a, b, c):
@@ -156,33 +205,69 @@ def add16_host(a, b):
     return np.float16(float(a) + float(b))
 
 
+def _split_pair(x):
+    x = int(x)
+    return (np.uint16(x & 0xFFFF).view(np.float16), np.uint16(x >> 16).view(np.float16))
+
+
+def _join_pair(lo, hi):
+    return np.uint32(int(lo.view(np.uint16)) | int(hi.view(np.uint16)) << 16)
+
+
+def _pairwise_host(op):
+    """``op`` on binary16 values, on each half of pairs: the simulator's f16x2 instruction."""
+    def on_pairs(*pairs):
+        halves = [_split_pair(p) for p in pairs]
+        return _join_pair(op(*(h[0] for h in halves)), op(*(h[1] for h in halves)))
+    return on_pairs
+
+
+HOST_HALF = {
+    "FMA16X2": _pairwise_host(fma16_host), "MUL16X2": _pairwise_host(mul16_host),
+    "ADD16X2": _pairwise_host(add16_host),
+    "HALF_BITS": lambda h: np.float16(h).view(np.uint16),
+    "HALF_F64": lambda u: np.float64(np.uint16(u).view(np.float16)),
+}
+
+
 def _half_instructions() -> dict:
-    """``fma.rn.f16``, ``mul.rn.f16`` and ``add.rn.f16`` as Numba intrinsics (numba-cuda
-    holds a binary16 value as 16 bits)."""
+    """``fma.rn.f16x2``, ``mul.rn.f16x2`` and ``add.rn.f16x2`` on pairs in 32 bits, and the
+    conversions between numba-cuda's binary16 (16 bits), its encoding and binary64, as
+    Numba intrinsics (inline PTX)."""
     from llvmlite import ir
     from numba.core import types
     from numba.cuda.extending import intrinsic
 
-    def instruction(op: str, arity: int):
+    def asm(op: str, result, operands, constraints):
         def codegen(context, builder, signature, args):
-            i16 = ir.IntType(16)
-            operands = ", ".join(f"${i}" for i in range(arity + 1))
-            asm = ir.InlineAsm(ir.FunctionType(i16, [i16] * arity), f"{op} {operands};",
-                               "=h" + ",h" * arity)
-            return builder.call(asm, list(args))
+            names = ", ".join(f"${i}" for i in range(len(operands) + 1))
+            call = ir.InlineAsm(ir.FunctionType(result, operands), f"{op} {names};",
+                                constraints)
+            return builder.call(call, list(args))
+        return codegen
 
-        f16 = types.float16
-        if arity == 3:
-            def three(typingctx, a, b, c):
-                return f16(f16, f16, f16), codegen
-            return intrinsic(three)
+    i32, i16, f64 = ir.IntType(32), ir.IntType(16), ir.DoubleType()
+    u32 = types.uint32
 
-        def two(typingctx, a, b):
-            return f16(f16, f16), codegen
-        return intrinsic(two)
+    def three(op):
+        def typer(typingctx, a, b, c):
+            return u32(u32, u32, u32), asm(op, i32, [i32] * 3, "=r,r,r,r")
+        return intrinsic(typer)
 
-    return {"FMA16": instruction("fma.rn.f16", 3), "MUL16": instruction("mul.rn.f16", 2),
-            "ADD16": instruction("add.rn.f16", 2)}
+    def two(op):
+        def typer(typingctx, a, b):
+            return u32(u32, u32), asm(op, i32, [i32] * 2, "=r,r,r")
+        return intrinsic(typer)
+
+    def half_bits(typingctx, h):
+        return types.uint16(types.float16), lambda context, builder, sig, args: args[0]
+
+    def half_f64(typingctx, u):
+        return types.float64(types.uint16), asm("cvt.f64.f16", f64, [i16], "=d,h")
+
+    return {"FMA16X2": three("fma.rn.f16x2"), "MUL16X2": two("mul.rn.f16x2"),
+            "ADD16X2": two("add.rn.f16x2"), "HALF_BITS": intrinsic(half_bits),
+            "HALF_F64": intrinsic(half_f64)}
 
 
 # -- the input tests -------------------------------------------------------------------
@@ -208,26 +293,27 @@ def accept_binary16(v, factor):
 
 
 def prepare(x, out, bad, factor):
-    """``out[i]``: ``x[i]`` in the kernel's type; adds to ``bad[0]`` the elements the
+    """``out[i]``: ``x[i]`` as the kernel's ``ELEMENT``; adds to ``bad[0]`` the elements the
     kernel cannot take (``ACCEPT``)."""
     count = 0
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
         v = x[i]
-        out[i] = TYPE(v)
+        out[i] = STORE(v)
         count += 0 if ACCEPT(v, factor) else 1
     if count:
         cuda.atomic.add(bad, 0, count)
 
 
 def tiled(A, B, C, out, m, k_len, n):
-    """``out`` (binary64) from the sequential accumulation of ``C`` (the kernel's type)
-    and the products of ``A`` (groups * m, k_len) and ``B`` (groups, k_len, n), all flat:
-    every output from its c, then one ``STEP`` per k in k order.
+    """``out`` (binary64) from the sequential accumulation of ``C`` and the products of
+    ``A`` (groups * m, k_len) and ``B`` (groups, k_len, n), all flat, the inputs as
+    ``ELEMENT``: every output from its c, then one ``STEP`` per k in k order.
 
     Block (x, y, z) computes the outputs of rows y*BM.. and columns x*BN.. of group z;
-    thread t those of rows tr + TR*i and columns tc + TC*j (i < TM, j < TN). Each tile of
-    BK steps is loaded into shared memory (A transposed, padded against bank conflicts)
-    by all threads, then each thread runs its steps on it; the last tile stops at k_len.
+    thread t those of rows tr + TR*i (i < TM) and of the lanes tc + TC*j (j < TN) of
+    LANES columns each. Each tile of BK steps is loaded into shared memory (A transposed,
+    padded against bank conflicts, each element spread over a lane; B by lanes) by all
+    threads, then each thread runs its steps on it; the last tile stops at k_len.
     Indices are unsigned: no negative-index wraparound in the address arithmetic.
     """
     g = np.uint64(cuda.blockIdx.z)
@@ -236,36 +322,45 @@ def tiled(A, B, C, out, m, k_len, n):
     t = np.uint64(cuda.threadIdx.x)
     tr = t // uTC
     tc = t - tr * uTC
-    a_tile = cuda.shared.array(SA, TYPE)
-    b_tile = cuda.shared.array(SB, TYPE)
-    acc = cuda.local.array((TM, TN), TYPE)
-    a = cuda.local.array(TM, TYPE)
-    b = cuda.local.array(TN, TYPE)
+    a_tile = cuda.shared.array(SA, LANE)
+    b_tile = cuda.shared.array(SB, LANE)
+    acc = cuda.local.array((TM, TN), LANE)
+    a = cuda.local.array(TM, LANE)
+    b = cuda.local.array(TN, LANE)
+    none = ELEMENT(0)
     first = g * m + row0  # the block's first row of A, C and out
     for i in range(TM):
         r = tr + uTR * np.uint64(i)
         for j in range(TN):
-            c = col0 + tc + uTC * np.uint64(j)
-            acc[i, j] = C[(first + r) * n + c] if (row0 + r < m) & (c < n) else TYPE(0)
-    # This thread loads A[rows ar + A_STEP*q, column ak] and B[rows bk + B_STEP*q, column bc]
-    # of each tile.
+            c = col0 + (tc + uTC * np.uint64(j)) * uLANES
+            at = (first + r) * n + c
+            row = row0 + r < m
+            lo = C[at] if row & (c < n) else none
+            hi = C[at + 1] if (LANES == 2) & row & (c + 1 < n) else none
+            acc[i, j] = PAIR(lo, hi)
+    # This thread loads A[rows ar + A_STEP*q, column ak] and the lanes of B's rows
+    # bk + B_STEP*q, lane bc, of each tile.
     ar = t // uBK
     ak = t - ar * uBK
-    bk = t // uBN
-    bc = t - bk * uBN
+    bk = t // uBNL
+    bc = t - bk * uBNL
     a_at = (first + ar) * k_len + ak
-    b_at = (g * k_len + bk) * n + col0 + bc
-    b_col = col0 + bc < n
+    b_at = (g * k_len + bk) * n + col0 + bc * uLANES
+    b_col = col0 + bc * uLANES < n
+    b_next = col0 + bc * uLANES + 1 < n
     for k0 in range(ZERO, k_len, uBK):
         a_k = k0 + ak < k_len
         for q in range(LOADS_A):
             dr = uA_STEP * np.uint64(q)
             ok = a_k & (row0 + ar + dr < m)
-            a_tile[ak * uAW + ar + dr] = A[a_at + dr * k_len] if ok else TYPE(0)
+            a_tile[ak * uAW + ar + dr] = SPREAD(A[a_at + dr * k_len] if ok else none)
         for q in range(LOADS_B):
             dk = uB_STEP * np.uint64(q)
-            ok = b_col & (k0 + bk + dk < k_len)
-            b_tile[(bk + dk) * uBN + bc] = B[b_at + dk * n] if ok else TYPE(0)
+            ok = k0 + bk + dk < k_len
+            at = b_at + dk * n
+            lo = B[at] if ok & b_col else none
+            hi = B[at + 1] if (LANES == 2) & ok & b_next else none
+            b_tile[(bk + dk) * uBNL + bc] = PAIR(lo, hi)
         a_at += uBK
         b_at += uBK * n
         cuda.syncthreads()
@@ -273,7 +368,7 @@ def tiled(A, B, C, out, m, k_len, n):
             for i in range(TM):
                 a[i] = a_tile[kk * uAW + tr + uTR * np.uint64(i)]
             for j in range(TN):
-                b[j] = b_tile[kk * uBN + tc + uTC * np.uint64(j)]
+                b[j] = b_tile[kk * uBNL + tc + uTC * np.uint64(j)]
             for i in range(TM):
                 for j in range(TN):
                     acc[i, j] = STEP(acc[i, j], a[i], b[j])
@@ -282,10 +377,11 @@ def tiled(A, B, C, out, m, k_len, n):
         r = tr + uTR * np.uint64(i)
         if row0 + r < m:
             for j in range(TN):
-                c = col0 + tc + uTC * np.uint64(j)
-                if c < n:
-                    v = np.float64(acc[i, j])
-                    out[(first + r) * n + c] = v if v == v else NAN
+                for h in range(LANES):
+                    c = col0 + (tc + uTC * np.uint64(j)) * uLANES + np.uint64(h)
+                    if c < n:
+                        v = VALUE(acc[i, j], h)
+                        out[(first + r) * n + c] = v if v == v else NAN
 
 
 _STEPS = {"binary32": step_binary32, "binary16_fma": step_binary16_fma,
@@ -298,25 +394,27 @@ def _digest() -> str:
         return hashlib.sha1(f.read()).hexdigest()[:12]
 
 
-def tile_constants(tiles: Tiles) -> dict:
-    """The constants ``tiled`` reads, for ``tiles``; ValueError if the shape does not
-    divide as the loads need."""
+def tile_constants(tiles: Tiles, lanes: int = 1) -> dict:
+    """The constants ``tiled`` reads, for ``tiles`` and lanes of ``lanes`` columns;
+    ValueError if the shape does not divide as the loads need."""
     bm, bn, bk, tm, tn = tiles
-    if min(tiles) < 1 or bm % tm or bn % tn:
-        raise ValueError(f"tiles {tiles}: a block's tile must be whole threads' tiles")
-    threads = tiles.threads
-    if threads % bk or bm % (threads // bk) or threads % bn or bk % (threads // bn):
+    if min(tiles) < 1 or bm % tm or bn % tn or tn % lanes:
+        raise ValueError(f"tiles {tiles}: a block's tile must be whole threads' tiles, "
+                         f"each of whole lanes of {lanes} columns")
+    threads, bnl = tiles.threads, bn // lanes
+    if threads % bk or bm % (threads // bk) or threads % bnl or bk % (threads // bnl):
         raise ValueError(f"tiles {tiles}: {threads} threads cannot load the tiles evenly")
     u = np.uint64
     return dict(
-        BM=bm, BN=bn, BK=bk, TM=tm, TN=tn, TR=bm // tm, TC=bn // tn, THREADS=threads,
-        A_STEP=threads // bk, B_STEP=threads // bn,
-        LOADS_A=bm // (threads // bk), LOADS_B=bk // (threads // bn),
+        BM=bm, BN=bn, BK=bk, TM=tm, TN=tn // lanes, TR=bm // tm, TC=bn // tn,
+        THREADS=threads, A_STEP=threads // bk, B_STEP=threads // bnl, BNL=bnl, LANES=lanes,
+        LOADS_A=bm // (threads // bk), LOADS_B=bk // (threads // bnl),
         # A's tile is stored transposed, each row one element longer than BM: the threads
         # that store one row of A write to different banks.
-        AW=bm + 1, SA=bk * (bm + 1), SB=bk * bn,
+        AW=bm + 1, SA=bk * (bm + 1), SB=bk * bnl,
         uBM=u(bm), uBN=u(bn), uBK=u(bk), uTR=u(bm // tm), uTC=u(bn // tn), uAW=u(bm + 1),
-        uA_STEP=u(threads // bk), uB_STEP=u(threads // bn), ZERO=u(0),
+        uA_STEP=u(threads // bk), uB_STEP=u(threads // bnl), uBNL=u(bnl), uLANES=u(lanes),
+        ZERO=u(0),
     )
 
 
@@ -335,19 +433,22 @@ def f64_bits_primitive():
 
 
 def namespace(name: str, tiles: Tiles) -> dict:
-    """The globals of kernel ``name``'s two loops: its type, step, input test, tiles."""
+    """The globals of kernel ``name``'s two loops: its types, step, input test, tiles."""
     if name not in _STEPS:
         raise ValueError(f"unknown tiled kernel {name!r}; known: {', '.join(KERNELS)}")
     half = name != "binary32"
     space = dict(globals())
-    space.update(tile_constants(tiles))
+    space.update(tile_constants(tiles, 2 if half else 1))
     wrap = (lambda f: f) if SIMULATOR else cuda.jit(device=True, inline="always")
     if half:
-        space.update({"FMA16": fma16_host, "MUL16": mul16_host, "ADD16": add16_host}
-                     if SIMULATOR else _half_instructions())
-    space.update(TYPE=np.float16 if half else np.float32, f64_bits=f64_bits_primitive())
-    space["STEP"] = wrap(clone(_STEPS[name], space))
-    space["ACCEPT"] = wrap(clone(accept_binary16 if half else accept_binary32, space))
+        space.update(HOST_HALF if SIMULATOR else _half_instructions())
+    kind = "binary16" if half else "binary32"
+    space.update(ELEMENT=np.uint16 if half else np.float32, LANE=np.uint32 if half else np.float32,
+                 f64_bits=f64_bits_primitive())
+    for slot, func in (("STEP", _STEPS[name]), ("ACCEPT", space[f"accept_{kind}"]),
+                       ("STORE", space[f"store_{kind}"]), ("SPREAD", space[f"spread_{kind}"]),
+                       ("PAIR", space[f"pair_{kind}"]), ("VALUE", space[f"value_{kind}"])):
+        space[slot] = wrap(clone(func, space))
     return space
 
 
@@ -413,7 +514,7 @@ def plan(spec: Spec, A: Any, B: Any, out: Any, *, key: int | None, order: str, r
     >>> from fpsim.backends.cuda_tiles import BINARY32_SPEC, DEVICE_TILES, plan
     >>> A, B, out = np.ones((300, 5)), np.ones((1, 5, 200)), np.empty((300, 200))
     >>> plan(BINARY32_SPEC, A, B, out, key=None, order="sequential", rounded=False,
-    ...      want_stats=False, tiles=DEVICE_TILES).grid
+    ...      want_stats=False, tiles=DEVICE_TILES["binary32"]).grid
     (2, 3, 1)
     """
     name = choose(spec, key=key, order=order, rounded=rounded, want_stats=want_stats)
@@ -421,7 +522,7 @@ def plan(spec: Spec, A: Any, B: Any, out: Any, *, key: int | None, order: str, r
         return None
     if any(x.dtype != np.float64 for x in (A, B, out)):
         return None
-    tiles = tiles or (SIMULATOR_TILES if SIMULATOR else DEVICE_TILES)
+    tiles = tiles or (SIMULATOR_TILES if SIMULATOR else DEVICE_TILES[name])
     groups, k_len, n = B.shape
     m = A.shape[0] // groups
     grid = (-(-n // tiles.cols), -(-m // tiles.rows), groups)
@@ -434,7 +535,7 @@ def prepare_inputs(backend: Any, launch: Launch, A: Any, B: Any, C: Any) -> list
     """A, B and C, flat, on the device in the kernel's type; None if one holds a value the
     kernel cannot take (one read of a count from the device)."""
     prepare_loop = kernel(launch.name, launch.tiles)[0]
-    dtype = np.float32 if launch.name == "binary32" else np.float16
+    dtype = np.float32 if launch.name == "binary32" else np.uint16
     bad = cuda.to_device(np.zeros(1, dtype=np.int64))
     flat = []
     with no_contraction():
