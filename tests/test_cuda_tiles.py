@@ -327,6 +327,7 @@ def compile_report() -> int:
                    ftz=len(re.findall(r"\.ftz\b", ptx)), maxntid=".maxntid" in ptx)
         if tools:
             row["sass"] = check.sass_fma(ptx, (9, 0), tools)
+            row["fused_f16"] = fused_half_operations(ptx, tools)
         if name in ("binary32", "binary16_fma"):  # the input conversion and check
             v64 = np.zeros(2)
             with no_contraction():
@@ -335,6 +336,24 @@ def compile_report() -> int:
             row["prepare_fma"] = len(re.findall(r"^\s*fma\.", ptx, re.M))
         print(json.dumps(row))
     return 0
+
+
+def fused_half_operations(ptx: str, tools: tuple[str, str]) -> int:
+    """The binary16 FMA instructions (HFMA2) of the machine code that fuse a product with a
+    sum: ptxas writes a binary16 add as a*1 + b and a multiply as a*b + (-0) (both exact
+    rewrites: one rounding of the same value), and nothing else is allowed outside the
+    ``fma.rn.f16x2`` of exact products."""
+    ptxas, nvdisasm = tools
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+        src.write_text(ptx)
+        subprocess.run([ptxas, "-arch=sm_90", str(src), "-o", str(cubin)], check=True,
+                       capture_output=True)
+        sass = subprocess.run([nvdisasm, str(cubin)], check=True, capture_output=True,
+                              text=True).stdout
+    fused = [line for line in sass.splitlines() if re.search(r"\bHFMA2\b", line)
+             and ", 1, 1, " not in line and not line.rstrip(" ;").endswith("-RZ")]
+    return len(fused)
 
 
 def _compile_digest() -> str:
@@ -391,6 +410,10 @@ def test_tiled_kernels_compile_for_the_h100_without_contraction():
         assert row["maxntid"], f"{name}: no launch bounds"
         if "sass" in row:
             assert row["sass"].get("FFMA", 0) == 0 and row["sass"].get("DFMA", 0) == 0, row
+            if name == "binary16_rounded":
+                assert row["fused_f16"] == 0, row
+            if name == "binary16_fma":  # the control of that count: these are all fused
+                assert row["fused_f16"] == 64, row
         assert row.get("prepare_fma", 0) == 0, row
 
 
