@@ -455,7 +455,7 @@ def test_tiled_kernels_match_the_generic_loop_on_the_gpu(accum, rounded):
     A, B, C = halves(rng, (groups * m, k_len)), halves(rng, (groups, k_len, n)), halves(
         rng, (groups * m, n), 4.0)
     A[3, 5], A[7, 0], B[1, 4, 9], C[0, 0], C[5, 5] = np.inf, -0.0, 0.0, np.nan, -0.0
-    B[0, 7, 3] = 300.0  # products that overflow binary16
+    A[8, 7], B[0, 7, 3] = 4.0, 30000.0  # a product beyond binary16's range
     spec = cuda_tiles.BINARY32_SPEC if accum == "fp32" else cuda_tiles.BINARY16_SPEC
     with using("cupy"):
         gpu = get_backend()

@@ -666,12 +666,13 @@ def bench(n: int, repeats: int = 5, generic_n: int = 512,
     sync = device.synchronize
 
     # Bits first: every kernel against the generic loop, on a shape of part tiles, two
-    # groups of B, signed zeros, infinities, NaN and binary16 overflow.
+    # groups of B, signed zeros, infinities, NaN and a binary16 overflow.
     groups, m, k_len, cols = check_shape
     A, B, C = (_halves(rng, s) for s in ((groups * m, k_len), (groups, k_len, cols),
                                          (groups * m, cols)))
-    A.flat[5], A.flat[7], B.flat[9], B.flat[3], C.flat[0], C.flat[5] = (
-        np.inf, -0.0, 0.0, 300.0, np.nan, -0.0)
+    # A[0, 0] * B[0, 0, 3] = 120000 overflows binary16.
+    A.flat[0], A.flat[5], A.flat[7], B.flat[9], B.flat[3], C.flat[0], C.flat[5] = (
+        4.0, np.inf, -0.0, 0.0, 30000.0, np.nan, -0.0)
     A, B, C = cupy.asarray(A), cupy.asarray(B), cupy.asarray(C)
     for label, spec, rounded in BENCH_CASES:
         got, want = cupy.empty(C.shape), cupy.empty(C.shape)
