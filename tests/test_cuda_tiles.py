@@ -425,6 +425,23 @@ def test_the_compile_check_catches_contraction_left_on():
 
 
 @needs_numba_cuda
+def test_tile_shapes_that_cannot_be_loaded_evenly_are_refused():
+    from fpsim.backends.cuda_tiles import DEVICE_TILES, Tiles, namespace, tile_constants
+
+    for name, tiles in DEVICE_TILES.items():
+        constants = tile_constants(tiles, 1 if name == "binary32" else 2)
+        assert constants["THREADS"] == 256 and constants["TM"] * constants["TN"] == 64
+    with pytest.raises(ValueError, match="whole threads' tiles"):
+        tile_constants(Tiles(128, 128, 16, 7, 8))
+    with pytest.raises(ValueError, match="lanes of 2 columns"):
+        tile_constants(Tiles(8, 12, 4, 2, 3), 2)
+    with pytest.raises(ValueError, match="cannot load the tiles evenly"):
+        tile_constants(Tiles(128, 128, 3, 8, 8))
+    with pytest.raises(ValueError, match="unknown tiled kernel 'binary8'"):
+        namespace("binary8", Tiles(8, 8, 4, 2, 2))
+
+
+@needs_numba_cuda
 def test_docstring_examples():
     import doctest
 
