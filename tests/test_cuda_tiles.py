@@ -331,8 +331,8 @@ def compile_report() -> int:
         if name in ("binary32", "binary16_fma"):  # the input conversion and check
             v64 = np.zeros(2)
             with no_contraction():
-                ptx, _ = cuda.compile_ptx(prepare.py_func, (typeof(v64), typeof(v), typeof(
-                    np.zeros(1, np.int64)), typeof(True)), cc=(9, 0))
+                ptx, _ = cuda.compile_ptx(prepare.py_func, (typeof(v64),) * 3 + (typeof(v),) * 3
+                                          + (typeof(np.zeros(1, np.int64)),), cc=(9, 0))
             row["prepare_fma"] = len(re.findall(r"^\s*fma\.", ptx, re.M))
         print(json.dumps(row))
     return 0

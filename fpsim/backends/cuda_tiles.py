@@ -292,14 +292,24 @@ def accept_binary16(v, factor):
 # -- the kernels -------------------------------------------------------------------------
 
 
-def prepare(x, out, bad, factor):
-    """``out[i]``: ``x[i]`` as the kernel's ``ELEMENT``; adds to ``bad[0]`` the elements the
-    kernel cannot take (``ACCEPT``)."""
+def prepare(a, b, c, a_out, b_out, c_out, bad):
+    """``a_out``, ``b_out``, ``c_out``: the elements of ``a``, ``b`` (factors) and ``c``
+    as the kernel's ``ELEMENT``; adds to ``bad[0]`` the elements the kernel cannot take
+    (``ACCEPT``). One launch for the three."""
     count = 0
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        v = x[i]
-        out[i] = STORE(v)
-        count += 0 if ACCEPT(v, factor) else 1
+    for i in range(cuda.grid(1), max(a.size, b.size, c.size), cuda.gridsize(1)):
+        if i < a.size:
+            v = a[i]
+            a_out[i] = STORE(v)
+            count += 0 if ACCEPT(v, True) else 1
+        if i < b.size:
+            v = b[i]
+            b_out[i] = STORE(v)
+            count += 0 if ACCEPT(v, True) else 1
+        if i < c.size:
+            v = c[i]
+            c_out[i] = STORE(v)
+            count += 0 if ACCEPT(v, False) else 1
     if count:
         cuda.atomic.add(bad, 0, count)
 
@@ -537,14 +547,11 @@ def prepare_inputs(backend: Any, launch: Launch, A: Any, B: Any, C: Any) -> list
     prepare_loop = kernel(launch.name, launch.tiles)[0]
     dtype = np.float32 if launch.name == "binary32" else np.uint16
     bad = cuda.to_device(np.zeros(1, dtype=np.int64))
-    flat = []
+    flat = [cuda.device_array(x.size, dtype) for x in (A, B, C)]
+    blocks, threads = backend.grid(max(A.size, B.size, C.size))
     with no_contraction():
-        for x, factor in ((A, True), (B, True), (C, False)):
-            converted = cuda.device_array(x.size, dtype)
-            blocks, threads = backend.grid(x.size)
-            prepare_loop[blocks, threads](backend.to_device(x.reshape(-1)), converted, bad,
-                                          factor)
-            flat.append(converted)
+        prepare_loop[blocks, threads](*(backend.to_device(x.reshape(-1)) for x in (A, B, C)),
+                                      *flat, bad)
     return None if int(bad.copy_to_host()[0]) else flat
 
 
