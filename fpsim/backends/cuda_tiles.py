@@ -84,9 +84,9 @@ class Tiles(NamedTuple):
 
 # Each kernel's tiles on the device: 256 threads, k in steps of 16, 64 accumulator
 # registers per thread (8 x 8 binary32 outputs, or 8 x 16 binary16 outputs in pairs), and
-# per step 16 shared-memory loads for 128 arithmetic instructions (binary32: a multiply and
-# an add per output; binary16: a paired FMA per two outputs, or a paired multiply and add);
-# two blocks per multiprocessor (launch bounds: at most 128 registers).
+# per step of k 16 shared-memory loads, then a binary32 multiply and add per output, or a
+# paired binary16 FMA (or paired multiply and add) per two outputs; two blocks per
+# multiprocessor (launch bounds: at most 128 registers).
 DEVICE_TILES = {"binary32": Tiles(128, 128, 16, 8, 8),
                 "binary16_fma": Tiles(128, 256, 16, 8, 16),
                 "binary16_rounded": Tiles(128, 256, 16, 8, 16)}
