@@ -13,12 +13,14 @@ pairs with their reference; the machine is shared and noisy.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +79,7 @@ def measure(func, copy, repeats: int) -> tuple[float, float]:
 
 
 def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
-        xp=None) -> list[tuple]:
+        xp=None, part: tuple[int, int] = (0, 1)) -> list[tuple]:
     """Rows of (what, format, kernel, M elements/s, throughput ratio to the reference copy).
 
     ``kernel``: what fpsim computed with: the encoding of its software rounding
@@ -88,6 +90,7 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
     reference is a device-to-device copy of the same array, and every call is timed to
     the device's completion. ``cpfloat_src``: CPFloat's source folder, for rows of
     CPFloat into a preallocated array (``cpfloat``), each checked against fpsim.
+    ``part=(k, parts)``: only every ``parts``-th row from the ``k``-th (``compile_ahead``).
     """
     x = inputs(n)
     sync = None
@@ -115,7 +118,11 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
 
     copy = timed(partial(xp.copyto, out, x))
 
+    index = itertools.count()
+
     def row(what, fmt, func, kernel=""):
+        if next(index) % part[1] != part[0]:
+            return
         func = timed(func)
         func()  # compile, allocate
         seconds, ratio = measure(func, copy, repeats)
@@ -174,6 +181,168 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
             row("mul", fmt, partial(fpsim.mul, a, b, fmt), BINARY64.name)
             row("fma", fmt, partial(fpsim.fma, a, b, c, fmt), BINARY64.name)
     return rows
+
+
+def _compile_part(backend: str, k: int, parts: int) -> None:
+    run(1 << 20, 1, backend, part=(k, parts))
+
+
+def compile_ahead(backend: str, jobs: int) -> float:
+    """Run every elementwise row once on 2**20 elements (the size from which loops are
+    specialised) in ``jobs`` fresh processes, each a share of the rows, so that their
+    kernels are compiled into Numba's on-disk cache before anything is timed (a GPU
+    compiles each kernel variant for seconds); the seconds it took."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    start = time.perf_counter()
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile_part, [backend] * jobs, range(jobs), [jobs] * jobs))
+    return time.perf_counter() - start
+
+
+def _halves(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float16).astype(np.float64)
+
+
+def _gpu_median_seconds(run: Any, repeats: int, sync: Any) -> float:
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _same_bits(x: Any, y: Any) -> bool:
+    return bool(np.array_equal(np.asarray(x).view(np.int64), np.asarray(y).view(np.int64)))
+
+
+def run_matmul_gpu(n: int, repeats: int = 5, generic_n: int = 512,
+          check_shape: tuple[int, int, int, int] = (2, 150, 301, 260)) -> list[str]:
+    """Time each tiled kernel on n x n x n products of binary16 values on the GPU, beside the
+    generic loop (at ``min(n, generic_n)``) and cuBLAS SGEMM (binary32, TF32 off), after
+    checking the kernels' bits against the generic loop (on ``check_shape``: groups of B,
+    rows per group, K, N; and on rows of the n x n products); returns the report's lines
+    (also printed). Needs a GPU and CuPy.
+    """
+    import os
+    from importlib.metadata import version
+
+    if "cupy" not in sys.modules:
+        os.environ["CUPY_TF32"] = "0"  # cuBLAS in binary32 (CUBLAS_COMPUTE_32F), no TF32
+    import cupy
+
+    from fpsim._device import binary32_blas
+    from fpsim.backends import cupy_backend
+    from fpsim.backends.cuda_tiles import (
+        BINARY16_SPEC,
+        BINARY32_SPEC,
+        accumulate,
+        generic_sequential,
+        plan,
+        prepare_inputs,
+        run_tiled,
+    )
+
+    lines: list[str] = []
+    # (label, accumulator, rounded products) of each tiled kernel timed.
+    cases = (("binary32", BINARY32_SPEC, False), ("binary16_fma", BINARY16_SPEC, False),
+             ("binary16_rounded", BINARY16_SPEC, True))
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    backend = cupy_backend.Backend()
+    device = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(device.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    runtime = cupy.cuda.runtime
+    say(f"GPU: {name} (cc {props['major']}.{props['minor']}, "
+        f"{props.get('multiProcessorCount', '?')} SMs); CUDA runtime "
+        f"{runtime.runtimeGetVersion()}, driver {runtime.driverGetVersion()}; CuPy "
+        f"{cupy.__version__}, numba-cuda {version('numba-cuda')}, numba {version('numba')}, "
+        f"NumPy {np.__version__}")
+    rng = np.random.default_rng(35)
+    sync = device.synchronize
+
+    # Bits first: every kernel against the generic loop, on a shape of part tiles, two
+    # groups of B, signed zeros, infinities, NaN and a binary16 overflow.
+    groups, m, k_len, cols = check_shape
+    A, B, C = (_halves(rng, s) for s in ((groups * m, k_len), (groups, k_len, cols),
+                                         (groups * m, cols)))
+    # A[0, 0] * B[0, 0, 3] = 120000 overflows binary16.
+    A.flat[0], A.flat[5], A.flat[7], B.flat[9], B.flat[3], C.flat[0], C.flat[5] = (
+        4.0, np.inf, -0.0, 0.0, 30000.0, np.nan, -0.0)
+    A, B, C = cupy.asarray(A), cupy.asarray(B), cupy.asarray(C)
+    for label, spec, rounded in cases:
+        got, want = cupy.empty(C.shape), cupy.empty(C.shape)
+        counts = accumulate(backend, A, B, C, got, spec, key=None, order="sequential",
+                            rounded=rounded, has_c=True, want_stats=False)
+        generic_sequential(backend, A, B, C, want, spec, rounded)
+        same = counts is not None and _same_bits(cupy.asnumpy(got), cupy.asnumpy(want))
+        say(f"bits: {label} on {groups} x ({m} x {k_len}) x {cols} with specials: "
+            f"{'identical to the generic loop' if same else 'DIFFERS FROM THE GENERIC LOOP'}")
+
+    A = cupy.asarray(_halves(rng, (n, n)))
+    B = cupy.asarray(_halves(rng, (1, n, n)))
+    C = cupy.zeros((n, n))
+    flops = 2.0 * n**3
+    rows = np.r_[0:4, n - 4:n]
+    results = []
+    for label, spec, rounded in cases:
+        out = cupy.empty((n, n))
+        options: dict[str, Any] = dict(key=None, order="sequential", rounded=rounded,
+                                       want_stats=False)
+
+        def call(out=out, spec=spec, options=options) -> None:
+            accumulate(backend, A, B, C, out, spec, has_c=False, **options)
+
+        call()  # compiles (or loads from the cache)
+        whole = _gpu_median_seconds(call, repeats, sync)
+        launch = plan(spec, A, B, out, **options)
+        assert launch is not None  # the call above ran the tiled kernel
+        inputs = prepare_inputs(backend, launch, A, B, C)
+        flat = out.reshape(-1)
+        alone = _gpu_median_seconds(lambda launch=launch, inputs=inputs, flat=flat: run_tiled(
+            launch, inputs, flat), repeats, sync)
+        want = cupy.empty((rows.size, n))
+        generic_sequential(backend, A[rows], B, C[rows], want, spec, rounded)
+        same = _same_bits(cupy.asnumpy(out[rows]), cupy.asnumpy(want))
+        say(f"bits: {label} at n={n}, rows {rows.tolist()}: "
+            f"{'identical to the generic loop' if same else 'DIFFERS FROM THE GENERIC LOOP'}")
+        results.append((f"{label} (the whole call)", whole, n))
+        results.append((f"{label} (the tiled kernel)", alone, n))
+
+    g = min(n, generic_n)
+    for label, spec, rounded in cases[:2]:
+        a, b, c, out = A[:g, :g], B[:, :g, :g], C[:g, :g], cupy.empty((g, g))
+        a, b, c = (cupy.ascontiguousarray(x) for x in (a, b, c))
+
+        def generic(a=a, b=b, c=c, out=out, spec=spec, rounded=rounded) -> None:
+            generic_sequential(backend, a, b, c, out, spec, rounded)
+
+        generic()
+        results.append((f"generic loop, {label[:8]} accumulator", _gpu_median_seconds(
+            generic, max(1, repeats // 2), sync), g))
+
+    a32, b32 = A.astype(np.float32), B[0].astype(np.float32)
+    cupy.matmul(a32, b32)
+    sgemm = _gpu_median_seconds(lambda: cupy.matmul(a32, b32), repeats, sync)
+    results.append(("cuBLAS SGEMM (cupy.matmul, float32)", sgemm, n))
+    sgemm_rate = flops / sgemm
+    say(f"SGEMM in binary32 (no TF32): {binary32_blas(cupy)}; CUPY_TF32="
+        f"{os.environ.get('CUPY_TF32', '(unset)')}")
+    say(f"median of {repeats}; n x n x n products of binary16 values (TFLOP/s: 2 n**3 / s)")
+    say(f"{'':44s} {'n':>5s} {'seconds':>10s} {'TFLOP/s':>8s} {'of SGEMM':>9s}")
+    for label, seconds, size in results:
+        rate = 2.0 * size**3 / seconds
+        say(f"{label:44s} {size:5d} {seconds:10.4g} {rate / 1e12:8.3f} "
+            f"{rate / sgemm_rate:9.1%}")
+    return lines
 
 
 # The first-call rows: (format, mode) of a float32 rounding on a new array.
@@ -431,6 +600,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"],
                         help="train: the language model's step on a GPU, emulated and native, "
                              "against the emulated step on the CPU")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="elementwise: compile the kernels first in this many processes")
     parser.add_argument("--profile", action="store_true",
                         help="train --device gpu: also profile one emulated step on the GPU")
     args = parser.parse_args(argv)
@@ -438,14 +609,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"-n must be at least 1, got {args.n}")
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
         sizes = tuple(int(v) for v in args.sizes.split(","))
     except ValueError:
         parser.error(f"--sizes takes matrix sizes separated by commas, got {args.sizes!r}")
     if any(n < 1 for n in sizes):
         parser.error(f"--sizes must be positive, got {args.sizes!r}")
-    if args.backend == "cupy" and args.which not in ("all", "elementwise"):
-        parser.error("--backend cupy measures the elementwise operations only")
+    if args.backend == "cupy" and args.which not in ("all", "elementwise", "matmul"):
+        parser.error("--backend cupy measures the elementwise operations and products only")
     if args.profile and args.device != "gpu":
         parser.error("--profile goes with train --device gpu")
     if args.device == "gpu" and args.which != "train":
@@ -482,11 +655,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.which in ("all", "elementwise"):
         reference = "a device-to-device copy's" if gpu else "np.copyto's"
         print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / {reference}")
+        if args.jobs > 1:
+            print(f"(kernels compiled ahead in {args.jobs} processes: "
+                  f"{compile_ahead(args.backend, args.jobs):.0f} s)")
         print(f"{'operation':34} {'format':9} {'kernel':9} {'M elem/s':>10} {'x copy':>8}")
         rows = run(args.n, args.repeats, args.backend)
         for what, fmt, kernel, rate, ratio in rows:
             print(f"{what:34} {fmt:9} {kernel:9} {rate:10.1f} {ratio:8.3f}")
     if gpu:
+        if args.which in ("all", "matmul"):
+            print("\nproducts on the GPU: the tiled kernels (fpsim.backends.cuda_tiles) "
+                  "against the generic loop and cuBLAS SGEMM")
+            for n in sizes:
+                run_matmul_gpu(n, args.repeats)
         return 0
     if args.which in ("all", "first"):
         print(f"\nfirst calls on a new array, n={args.n:,} float32, in fresh processes (median "

@@ -220,7 +220,9 @@ def simulate(plant: bool) -> int:
         import fake_cupy
 
         sys.modules["cupy"] = fake_cupy
-        for line in cuda_tiles.bench(8, repeats=1, generic_n=4, check_shape=(2, 3, 5, 4)):
+        from fpsim.bench import run_matmul_gpu
+
+        for line in run_matmul_gpu(8, repeats=1, generic_n=4, check_shape=(2, 3, 5, 4)):
             print(f"BENCH {line}")
     print(json.dumps({"cases": len(cases(rng)), "refusals": len(refusals(rng))}))
     return 0
@@ -270,7 +272,7 @@ def test_tiled_kernels_refuse_what_they_cannot_compute():
 
 @needs_numba_cuda
 def test_the_benchmark_checks_bits_and_reports_every_kernel():
-    """``python3 -m fpsim.backends.cuda_tiles --bench N`` (run on fake_cupy in the simulator
+    """``python3 -m fpsim bench matmul --backend cupy`` (run on fake_cupy in the simulator
     here): the bits of each kernel against the generic loop, then one timing line each."""
     rows, log, lines = _simulated(False)
     assert lines and lines[0].startswith("GPU: "), log
