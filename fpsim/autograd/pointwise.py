@@ -24,13 +24,17 @@ if TYPE_CHECKING:
     from fpsim.autograd.tensor import TensorLike
 
 
-def _unary(name: str, x: TensorLike, forward: Callable[..., Any], backward: Callable[..., Any],
-           exact: bool = False) -> Tensor:
-    """``exact``: the result is always a value of the input's format (nothing to round)."""
+def _unary(name: str, x: TensorLike, forward: Callable[..., Any] | str,
+           backward: Callable[..., Any], exact: bool = False) -> Tensor:
+    """``forward``: a function of the data, or the name of an elementary
+    function (``numerics.elementary``: the same bits on every device). ``exact``: the
+    result is always a value of the input's format (nothing to round)."""
     p = op_policy(name)
     x = compute(x, p)
     with np.errstate(all="ignore"):
-        y = numerics.round(forward(x.data), p.compute, p, p.compute if exact else None)
+        value = (numerics.elementary(forward, x.data, p) if isinstance(forward, str)
+                 else forward(x.data))
+        y = numerics.round(value, p.compute, p, p.compute if exact else None)
 
     def grads(g: np.ndarray) -> tuple[Any, ...]:
         with np.errstate(all="ignore"):
@@ -262,11 +266,11 @@ def tanh(x: TensorLike) -> Tensor:
     ...     F.tanh(fpsim.tensor([0.5]))
     Tensor(array([0.4621582]), format=fp16)
     """
-    return _unary("tanh", x, np.tanh, lambda g, v, y: g * (1 - y * y))
+    return _unary("tanh", x, "tanh", lambda g, v, y: g * (1 - y * y))
 
 
-def _sigmoid(v: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(v))
+def _sigmoid(v: np.ndarray, p: Any) -> np.ndarray:
+    e = numerics.elementary("exp", -abs(v), p)
     out: np.ndarray = _device.array_module(v).where(v >= 0, 1 / (1 + e), e / (1 + e))
     return out
 
@@ -293,7 +297,8 @@ def sigmoid(x: TensorLike) -> Tensor:
     ...     F.sigmoid(fpsim.tensor([0.0, 2.0]))
     Tensor(array([0.5       , 0.88085938]), format=fp16)
     """
-    return _unary("sigmoid", x, _sigmoid, lambda g, v, y: g * y * (1 - y))
+    return _unary("sigmoid", x, lambda v: _sigmoid(v, op_policy("sigmoid")),
+                  lambda g, v, y: g * y * (1 - y))
 
 
 def exp(x: TensorLike) -> Tensor:
@@ -318,7 +323,7 @@ def exp(x: TensorLike) -> Tensor:
     ...     F.exp(fpsim.tensor([1.0, 12.0]))
     Tensor(array([2.71875,     inf]), format=fp16)
     """
-    return _unary("exp", x, np.exp, lambda g, v, y: g * y)
+    return _unary("exp", x, "exp", lambda g, v, y: g * y)
 
 
 def log(x: TensorLike) -> Tensor:
@@ -343,7 +348,7 @@ def log(x: TensorLike) -> Tensor:
     ...     F.log(fpsim.tensor([2.0]))
     Tensor(array([0.69335938]), format=fp16)
     """
-    return _unary("log", x, np.log, lambda g, v, y: g / v)
+    return _unary("log", x, "log", lambda g, v, y: g / v)
 
 
 @overload

@@ -144,9 +144,9 @@ def log_softmax_values(v: np.ndarray, axis: int, p: Policy) -> tuple[np.ndarray,
     r = p.reduce
     with np.errstate(all="ignore"):
         z = numerics.round(v - v.max(axis=axis, keepdims=True), r, p)
-        e = numerics.round(np.exp(z), r, p)
+        e = numerics.round(numerics.elementary("exp", z, p), r, p)
         s = numerics.sum(e, axis, p, keepdims=True, source=r)
-        logp = numerics.round(z - numerics.round(np.log(s), r, p), r, p)
+        logp = numerics.round(z - numerics.round(numerics.elementary("log", s, p), r, p), r, p)
         return logp, numerics.round(e / s, r, p)
 
 

@@ -30,9 +30,10 @@ def is_device_array(x: object) -> bool:
 COUNTERS = ("additions", "inexact", "absorbed", "underflow", "overflow")
 COUNTED_FLAGS = (INEXACT, ABSORBED, UNDERFLOW, OVERFLOW)
 
-KERNELS = ("round_value", "op_add", "op_sub", "op_mul", "op_div", "op_sqrt", "op_fma")
+KERNELS = ("round_value", "op_add", "op_sub", "op_mul", "op_div", "op_sqrt", "op_fma",
+           "op_exp", "op_log", "op_tanh")
 ARITY = {"round_value": 1, "op_sqrt": 1, "op_add": 2, "op_sub": 2, "op_mul": 2, "op_div": 2,
-         "op_fma": 3}
+         "op_fma": 3, "op_exp": 1, "op_log": 1, "op_tanh": 1}
 
 
 @runtime_checkable

@@ -509,10 +509,6 @@ def walk(native: Tensor, emulated: Tensor, preset: Any = None) -> list[Source]:
     return sources
 
 
-# The transcendental functions ``census`` evaluates as the emulation does (binary64, then
-# rounded once); sigmoid's formula is the engine's own and is not re-evaluated here.
-TRANSCENDENTAL_FORWARD: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "tanh": np.tanh, "exp": np.exp, "log": np.log}
 ON_NATIVE = "on native's own inputs"
 
 
@@ -587,9 +583,10 @@ def census(native: Tensor, policy: Any, preset: Any = None) -> list[Source]:
         inputs = [host(values[place[id(q)]].data) for q in t._parents]
         if t.op == "matmul":
             product(inputs[0], inputs[1], values[i].data, "forward")
-        elif t.op in TRANSCENDENTAL_FORWARD:
+        elif t.op in numerics.ELEMENTARY:  # as the emulation evaluates them (sigmoid's
+            # formula is the engine's own and is not re-evaluated here)
             with np.errstate(all="ignore"):
-                emulated = numerics.round(TRANSCENDENTAL_FORWARD[t.op](inputs[0]), t.format, p)
+                emulated = numerics.round(numerics.elementary(t.op, inputs[0], p), t.format, p)
             check("forward", t.op, TRANSCENDENTAL, values[i].data, emulated, t.format)
         if t._backward is not None and t.grad is not None:
             backward.append((t, inputs))

@@ -23,7 +23,7 @@ from fpsim.accumulation.blocks import block_matmul
 from fpsim.accumulation.matmul import accumulate
 from fpsim.arithmetic import sub as emulated_sub
 from fpsim.flags import ABSORBED
-from fpsim.formats import MAX_ARITH_MAN_BITS, Format
+from fpsim.formats import MAX_ARITH_MAN_BITS, Format, as_format
 from fpsim.kernels.spec import make_spec
 from fpsim.precision.policy import Policy
 
@@ -90,6 +90,36 @@ def round(x: npt.ArrayLike, fmt: Format, policy: Policy,
     with kernels(wide):
         run("round_value", [xp.ascontiguousarray(wide).reshape(-1)], out, None, spec,
             _seed(policy, policy.rounding), hot=True)
+    return out
+
+
+# Rounding to binary64: the shared kernels' exp, log and tanh as they compute them.
+_BINARY64 = make_spec(as_format("fp64"), "nearest_even", True, False, None)
+ELEMENTARY = ("exp", "log", "tanh")
+
+
+def elementary(name: str, x: Any, policy: Policy) -> Any:
+    """``exp``, ``log`` or ``tanh`` (``name``) of ``x``: for a native policy the array
+    module's own; otherwise in binary64 by the shared kernels
+    (``fpsim.kernels.transcendental``), the same bits on every backend and device.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.precision import Policy
+    >>> elementary("log", np.array([1.0, np.e]), Policy()).tolist()
+    [0.0, 1.0]
+    """
+    if name not in ELEMENTARY:
+        raise ValueError(f"unknown function {name!r}; known: {', '.join(ELEMENTARY)}")
+    xp = array_module(x)
+    if policy.native:
+        native: np.ndarray = getattr(xp, name)(x)
+        return native
+    wide = xp.ascontiguousarray(x, dtype=np.float64)
+    out = xp.empty(wide.shape)
+    with kernels(wide):
+        run(f"op_{name}", [wide.reshape(-1)], out, None, _BINARY64, None)
     return out
 
 
