@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
@@ -106,6 +107,17 @@ def accumulate(
         result = round_to(result.astype(np.float64, copy=False), out_fmt)
     result = as_dtype(result, dtype)
     return (result, AccumulationStats.from_counts(counts)) if stats else result
+
+
+# Operand types that form their own products, and the function that forms them
+# (``register_product``: fpsim.quantize registers its Quantized).
+OPERAND_PRODUCTS: dict[type, Callable[..., Any]] = {}
+
+
+def register_product(kind: type, product: Callable[..., Any]) -> None:
+    """Let ``fpsim.matmul`` hand a product with an operand of type ``kind`` to ``product``,
+    called with both operands and ``matmul``'s keyword arguments."""
+    OPERAND_PRODUCTS[kind] = product
 
 
 # matmul's arguments that say how additions round; a block-FMA model fixes them all.
@@ -235,12 +247,9 @@ def matmul(
     """
     given = dict(accum=accum, rounding=rounding, order=order, products=products,
                  subnormals=subnormals, saturate=saturate, seed=seed, random_bits=random_bits)
-    from fpsim.quantize.quantized import Quantized  # loaded by now: no import cycle
-
-    if isinstance(A, Quantized) or isinstance(B, Quantized):
-        from fpsim.quantize.product import quantized_matmul
-
-        return quantized_matmul(A, B, model=model, out=out, c=c, stats=stats, **given)
+    product = OPERAND_PRODUCTS.get(type(A)) or OPERAND_PRODUCTS.get(type(B))
+    if product is not None:  # block-scaled operands (fpsim.quantize.Quantized)
+        return product(A, B, model=model, out=out, c=c, stats=stats, **given)
     a = as_float_array(A, "A", device=True)
     b = as_float_array(B, "B", device=True)
     if a.ndim < 2 or b.ndim < 2:
