@@ -2,16 +2,17 @@
 
 Builds each kernel for a compute capability (default 9.0, the H100) with
 ``numba.cuda.compile_ptx``, which needs numba-cuda and NVIDIA's NVVM but no GPU, and
-checks the PTX: no ``fma`` instruction, and an explicit ``.rn`` on every f32/f64 add,
-sub and mul (ptxas never fuses those). Where ``ptxas`` and ``nvdisasm`` are found
+checks the PTX: no ``fma`` instruction (but a hardware loop's own binary16/bfloat16
+``fma.rn``, which is fpsim's fma), and an explicit ``.rn`` on every f16/bf16/f32/f64
+add, sub and mul (ptxas never fuses those). Where ``ptxas`` and ``nvdisasm`` are found
 (PATH, or the nvidia-* wheels) it also assembles each kernel and checks the machine
 code: no DFMA/FFMA beyond those of the correctly rounded square root
 (``sqrt.rn.f64``, which ptxas expands with fused operations of its own).
 
 Flags, stochastic rounding and the operand check are arguments of each kernel, so
 one compilation holds every variant of it; both float64 and float32 arrays are built,
-and the lean kernels (``LEAN``): the rounding on the binary32 encoding, and loops
-specialised to a format and mode.
+and the lean kernels (``LEAN``): the rounding on the binary32 encoding, loops
+specialised to a format and mode, and the hardware loops (``cuda_hardware``).
 
     python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2] [--cache DIR]
 
@@ -44,8 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
-ARITH = re.compile(r"^\s*(add|sub|mul)((?:\.[a-z0-9]+)*)\.f(32|64)\b", re.M)
+ARITH = re.compile(r"^\s*(add|sub|mul)((?:\.[a-z0-9]+)*)\.(f32|f64|f16|bf16)\b", re.M)
 FMA = re.compile(r"^\s*fma\.", re.M)
+# The one fused operation a hardware loop may hold: binary16/bfloat16 fma.rn, which is
+# fpsim's fma itself (cuda_hardware), not a contraction.
+HALF_FMA = re.compile(r"^\s*fma\.rn\.(f16|bf16)\s", re.M)
 SQRT = re.compile(r"^\s*sqrt\.rn\.f64\b", re.M)
 SASS_FMA = re.compile(r"\b([DFH]FMA)\b")
 
@@ -66,7 +70,13 @@ def variants() -> list[tuple[str, str, str]]:
 LEAN = (("elementwise", "round_value", "float32", "binary32"),
         ("elementwise", "round_value", "float32", "binary32+spec"),
         ("elementwise", "round_value", "float64", "binary64+spec"),
-        ("elementwise", "op_fma", "float32", "binary64+spec"))
+        ("elementwise", "op_fma", "float32", "binary64+spec"),
+        # Hardware loops (cuda_hardware), "hardware:format:mode".
+        ("hardware_round", "round_value", "float32", "hardware:fp16:nearest_even"),
+        ("hardware_round", "round_value", "float32", "hardware:bf16:down"),
+        ("hardware_arithmetic", "op_fma", "float32", "hardware:fp16:nearest_even"),
+        ("hardware_arithmetic", "op_add", "float32", "hardware:bf16:nearest_even"),
+        ("hardware_arithmetic", "op_mul", "float32", "hardware:bf16:nearest_even"))
 SPECIALISED = ("bf16", "stochastic")
 
 
@@ -76,20 +86,28 @@ def lean_variants() -> list[tuple[str, str, str, str]]:
 
 
 def loop_spec(loop: str, kernel: str, dtype: str, variant: str = ""):
-    """(the spec argument, the spec the loop is specialised to or None, its encoding)."""
+    """(the spec argument, the spec the loop is specialised to or None, its encoding, its
+    hardware path or None)."""
     import fpsim
     from fpsim.backends import cupy_backend
+    from fpsim.backends.cuda_hardware import Path
     from fpsim.kernels.spec import make_spec
 
+    if variant.startswith("hardware:"):
+        _, fmt, mode = variant.split(":")
+        template, encoding, loop_arg, bound, hardware = cupy_backend.Backend.hardware_loop(
+            Path(kernel, fmt, mode))
+        assert template.__name__ == loop, (template, loop)
+        return loop_arg, bound, encoding, hardware
     fmt, mode = SPECIALISED if variant.endswith("+spec") else ("fp16", "nearest_even")
     spec = make_spec(fpsim.format(fmt), mode, True, False, None)
     if not variant:
-        return spec, None, "binary64"
+        return spec, None, "binary64", None
     encoding, loop_arg, bound = cupy_backend.software_loop(
         kernel, np.dtype(dtype), np.dtype(dtype), spec, kernel != "round_value",
         variant.endswith("+spec"))
     assert encoding == variant.split("+")[0], (encoding, variant)
-    return loop_arg, bound, encoding
+    return loop_arg, bound, encoding, None
 
 
 def sample_args(loop: str, kernel: str, dtype: str, variant: str = "") -> tuple:
@@ -102,7 +120,7 @@ def sample_args(loop: str, kernel: str, dtype: str, variant: str = "") -> tuple:
     v = np.zeros(4, dtype=dtype)
     a, b, c = np.zeros((2, 3)), np.zeros((1, 3, 2)), np.zeros((2, 2))
     counts = np.zeros(5, dtype=np.int64)
-    if loop == "elementwise":
+    if loop in ("elementwise", "hardware_round", "hardware_arithmetic"):
         return (v, v, v, v.copy(), np.zeros(4, np.uint8), np.zeros(1, np.int64), np.uint64(0),
                 spec, True, True, True)
     if loop == "first_unrepresentable":
@@ -127,8 +145,8 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
 
     backend = cupy_backend.Backend()
     assert not backend.simulator, "the offline build needs the real numba-cuda, not the simulator"
-    _, bound, encoding = loop_spec(loop, kernel, dtype, variant)
-    func = backend.loop(getattr(cuda_loops, loop), kernel, bound, encoding).py_func
+    _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
+    func = backend.loop(getattr(cuda_loops, loop), kernel, bound, encoding, hardware).py_func
     signature = tuple(typeof(x) for x in sample_args(loop, kernel, dtype, variant))
     start = time.perf_counter()
     if contraction_off:
@@ -139,8 +157,12 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
     return ptx, time.perf_counter() - start
 
 
-def ptx_problems(ptx: str) -> list[str]:
-    problems = [f"fma instruction: {m.group(0).strip()}" for m in FMA.finditer(ptx)]
+def ptx_problems(ptx: str, half_fma: bool = False) -> list[str]:
+    """What may be contracted in ``ptx``; ``half_fma``: a hardware loop's own
+    binary16/bfloat16 ``fma.rn`` is allowed (``HALF_FMA``)."""
+    allowed = {m.start() for m in HALF_FMA.finditer(ptx)} if half_fma else set()
+    problems = [f"fma instruction: {m.group(0).strip()}" for m in FMA.finditer(ptx)
+                if m.start() not in allowed]
     for m in ARITH.finditer(ptx):
         if ".rn" not in m.group(2):
             problems.append(f"no explicit rounding (may be contracted): {m.group(0).strip()}")
@@ -198,7 +220,7 @@ def check_variant(job) -> tuple[str, list[str], float]:
     loop, kernel, dtype, cc, tools, per_sqrt, contraction_off, variant = job
     name = f"{loop}[{kernel or '-'}, {dtype}{', ' + variant if variant else ''}]"
     ptx, seconds = compile_one(loop, kernel, dtype, cc, contraction_off, variant)
-    problems = ptx_problems(ptx)
+    problems = ptx_problems(ptx, half_fma=variant.startswith("hardware:"))
     if tools:
         fused = sass_fma(ptx, cc, tools)
         roots = len(SQRT.findall(ptx))

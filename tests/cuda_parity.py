@@ -17,8 +17,8 @@ numba.cuda is first imported::
 
 ``--values``: values per (format, mode, subnormals, saturate) and kernel (default 96).
 ``--plant``: first plant a bug in a loop's launch bounds (``elementwise`` or
-``accumulate``) or in the specialisation (``specialised``); the run must then report
-differences. ``--only``: the checks whose
+``accumulate``), in the specialisation (``specialised``) or in a hardware loop
+(``hardware``); the run must then report differences. ``--only``: the checks whose
 names contain this. Exit status 1 on any difference.
 """
 
@@ -56,9 +56,12 @@ PLANTS = {
     # A specialised loop folding the wrong format: one fraction bit fewer.
     "specialised": ("spec = spec_in if SPEC is None else SPEC",
                     "spec = spec_in if SPEC is None else SPEC._replace(t=SPEC.t - 1)"),
+    # A hardware loop giving the GPU's canonical NaN, not fpsim's.
+    "hardware": ("out[i] = WIDEN(NARROW(v)) if v == v else QUIET_NAN",
+                 "out[i] = WIDEN(NARROW(v))"),
 }
 PLANTED_IN = {"elementwise": "elementwise", "accumulate": "accumulate_sequential",
-              "specialised": "elementwise"}
+              "specialised": "elementwise", "hardware": "hardware_round"}
 
 
 class Report:
@@ -265,12 +268,44 @@ def check_variants(gpu, ref, report, values, rng) -> None:
                 what = f"{kernel} {fmt.name} {mode} {np.dtype(work).name} check={check} hot"
                 check_call(gpu, ref, report, what, kernel, [op.astype(work) for op in ops],
                            spec, key, index % 2 == 0, check, True)
+    check_hardware(gpu, ref, report, values, rng)
     # Each variant ran: (spec folded or not, encoding) of the elementwise loops built.
     built = {(len(k) > 2 and k[2] is not None, k[3] if len(k) > 2 else "binary64")
              for k in gpu._loops if k[0] == "elementwise"}
-    report.check("the variants ran", built >= {(True, "binary32"), (False, "binary32"),
-                                               (True, "binary64")},
+    built |= {(k[0], k[4][0]) for k in gpu._loops if k[0].startswith("hardware")}
+    report.check("the variants ran", built >= {
+        (True, "binary32"), (False, "binary32"), (True, "binary64"),
+        ("hardware_round", "round_value"), *(("hardware_arithmetic", kernel) for kernel in (
+            "op_add", "op_sub", "op_mul", "op_fma"))},
                  f"built {sorted(map(str, gpu._loops))}")
+
+
+def check_hardware(gpu, ref, report, values, rng) -> None:
+    """The hardware paths (cupy_backend's ``cuda_hardware``: under the simulator, exact
+    stand-ins of the instructions): float32 rounded to fp16 and bf16 in each mode the
+    conversion has, and their arithmetic in nearest-even on values of the format, on
+    operands that are not (the software kernel in the same loop), NaN and infinities."""
+    from fpsim.backends import cuda_hardware
+
+    edges = float32_edges()
+    for fmt, mode in itertools.product(cuda_hardware.FORMATS, cuda_hardware.CONVERSION_MODES):
+        spec = make_spec(fpsim.format(fmt), mode, True, False, None)
+        f32 = np.dtype(np.float32)
+        name = gpu.kernel_name("round_value", f32, f32, spec, hot=True)
+        report.check(f"round_value {fmt} {mode} runs on the hardware", name == "hardware", name)
+        x = np.concatenate([edges, round_inputs(fpsim.format(fmt), values, rng)]).astype(f32)
+        check_call(gpu, ref, report, f"round_value {fmt} {mode} float32 (hardware)",
+                   "round_value", [x], spec, None, False, False, True)
+        if mode != "nearest_even":
+            continue
+        for kernel in cuda_hardware.ARITHMETIC:
+            name = gpu.kernel_name(kernel, f32, f32, spec, check=True, hot=True)
+            report.check(f"{kernel} {fmt} runs on the hardware", name == "hardware", name)
+            ops = [op.astype(f32) for op in operands(fpsim.format(fmt), ARITY[kernel],
+                                                     values, rng)]
+            for check in (True, False):
+                check_call(gpu, ref, report, f"{kernel} {fmt} float32 check={check} (hardware)",
+                           kernel, ops, spec, None, False, check, True)
 
 
 def check_call(gpu, ref, report, what, kernel, ops, spec, key, want_flags, check, hot) -> None:

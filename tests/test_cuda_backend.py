@@ -8,7 +8,7 @@
   floating-point contraction in the PTX or the machine code
   (tests/cuda_compile_check.py).
 - Both checks must catch a planted bug: an off-by-one in launch bounds, a specialised
-  loop folding the wrong format, contraction left on.
+  loop folding the wrong format, a hardware loop's NaN, contraction left on.
 
 The four subprocesses take minutes of one core each; when this module is collected
 they start at once, one after another on a background thread (``start_checks``,
@@ -73,7 +73,8 @@ COMPILE_CACHE = str(Path(tempfile.gettempdir()) / "fpsim-cuda-compile-check")
 # The checks' subprocesses, longest first: (script, arguments, simulator, the tests that
 # read its result).
 # The bugs cuda_parity.py plants, and the check each must be caught by.
-PLANTED = {"elementwise": "elementwise", "accumulate": "accumulate", "specialised": "variants"}
+PLANTED = {"elementwise": "elementwise", "accumulate": "accumulate", "specialised": "variants",
+           "hardware": "variants"}
 COMPILE_TESTS = ("test_every_kernel_compiles_for_the_h100_without_contraction",
                  "test_contraction_left_on_is_caught")
 CHECKS = (
@@ -123,7 +124,9 @@ def test_kernels_in_the_simulator_match_the_numpy_backend():
 @needs_numba_cuda
 @pytest.mark.parametrize("bug", sorted(PLANTED))
 def test_a_planted_launch_bound_bug_is_caught(bug):
-    """A loop's launch bounds off by one, or a specialised loop folding the wrong format."""
+    """A loop's launch bounds off by one, a specialised loop folding the wrong format, or
+    a hardware loop giving the GPU's NaN (its probe must refuse it: then the check that
+    the path ran fails)."""
     result = run("cuda_parity.py", "--values", "4", "--plant", bug, "--only", PLANTED[bug],
                  simulator=True)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]

@@ -8,6 +8,10 @@ and the operand check are arguments, not compiled variants: a branch that every
 thread takes the same way costs next to nothing on a GPU, and one kernel per
 operation keeps the first call's compilation (NVVM, seconds per kernel) short.
 
+The hardware loops run the GPU's own conversion (``NARROW``) or binary16/bfloat16
+instruction (``OPERATE``) where it is fpsim's rounding (``cuda_hardware``); they take
+the elementwise loop's arguments, so that they launch the same way.
+
 The elementwise loop has two more bindings: ``SPEC``, None in the generic
 instance and the format's tuple in one specialised to a format and mode (its
 constants fold: the ``spec`` argument is then unused), and ``LOAD``, the
@@ -25,6 +29,9 @@ KERNEL = None
 ARITY = 0
 SPEC = None
 LOAD = float
+# The hardware loops' instructions (``cuda_hardware``), bound per instance.
+NARROW = EXACT = WIDEN = OPERATE = None
+QUIET_NAN = np.float32(np.nan)  # fpsim's NaN, as float32 holds it
 # A pairwise stack holds at most ceil(log2 K) + 2 partial sums: 64 covers any K.
 MAX_DEPTH = 64
 HELPERS = ("count_flags", "clear_counts", "position", "add_counts")
@@ -64,6 +71,48 @@ def elementwise(x, y, z, out, flags, bad, key, spec_in, want_flags, stochastic, 
         if want_flags:
             flags[i] = flag
         count += 0 if ok else 1
+    if count:
+        cuda.atomic.add(bad, 0, count)
+
+
+def hardware_round(x, y, z, out, flags, bad, key, spec_in, want_flags, stochastic, check):
+    """``out[i]``: the float32 ``x[i]`` rounded by the GPU's conversion ``NARROW`` and
+    widened back (exact); a NaN gives fpsim's NaN, not the GPU's canonical one."""
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        v = x[i]
+        out[i] = WIDEN(NARROW(v)) if v == v else QUIET_NAN
+
+
+def hardware_arithmetic(x, y, z, out, flags, bad, key, spec_in, want_flags, stochastic,
+                        check):
+    """``out[i]``: ``OPERATE`` on the float32 operands, where each is a value of the format
+    (its conversion ``EXACT`` gives it back) and the result is not NaN; elsewhere the
+    software ``KERNEL`` on ``SPEC`` (its exact operation rounded once, fpsim's NaN), which
+    also adds to ``bad[0]`` the elements with an operand not of the format (``check``)."""
+    count = 0
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        a = x[i]
+        b = y[i]
+        c = z[i]
+        ha = EXACT(a)
+        hb = EXACT(b)
+        hc = EXACT(c) if ARITY == 3 else ha
+        ok = (WIDEN(ha) == a) & (WIDEN(hb) == b)
+        if ARITY == 3:
+            ok = ok & (WIDEN(hc) == c)
+        value = WIDEN(OPERATE(ha, hb, hc))
+        if ok & (value == value):
+            out[i] = value
+        else:
+            if ARITY == 2:
+                result, unused = KERNEL(float(a), float(b), 0, SPEC, False)
+                fine = representable(float(a), SPEC) & representable(float(b), SPEC)
+            else:
+                result, unused = KERNEL(float(a), float(b), float(c), 0, SPEC, False)
+                fine = (representable(float(a), SPEC) & representable(float(b), SPEC)
+                        & representable(float(c), SPEC))
+            out[i] = result
+            count += 0 if (fine or not check) else 1
     if count:
         cuda.atomic.add(bad, 0, count)
 

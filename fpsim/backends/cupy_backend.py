@@ -22,6 +22,11 @@ fold); float32 rounded into float32 where binary32 carries it exactly
 integer work (``numba_lanes``' operations; libdevice's ``float_as_int`` and
 ``int_as_float``) instead of the GPU's emulated 64-bit integers.
 
+Hardware paths (``cuda_hardware``): float32 rounded to fp16 or bf16 in nearest-even
+and the directed modes by the GPU's conversion, and fp16/bf16 add, sub, mul and fma by
+its instructions, where they are fpsim's rounding; each probed once per process before
+its first use (a failed probe: the software kernel and a warning).
+
 Launch: through numba-cuda's dispatcher, or with ``FPSIM_CUDA_LAUNCH=raw``
 through ``cuda_launch`` (the same kernels compiled once per signature, launched
 through CuPy with pre-packed arguments). The simulator always uses the dispatcher.
@@ -37,9 +42,10 @@ import warnings
 import numpy as np
 from numba import cuda
 
-from fpsim.backends import cuda_loops, cuda_registries, numba_lanes
+from fpsim.backends import cuda_hardware, cuda_loops, cuda_registries, numba_lanes
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
+from fpsim.backends.cuda_hardware import Path
 from fpsim.backends.cuda_launch import RawLauncher, launch_mode
 from fpsim.backends.numba_backend import Backend as CPU
 from fpsim.backends.numpy_backend import narrow_arrays
@@ -63,6 +69,9 @@ SIMULATOR_GRID = (2, 4)
 # Elementwise calls on at least this many elements run in a loop compiled for their exact
 # format and mode (NVVM takes seconds per loop, cached on disk; a hot call: at any size).
 SPECIALISE_FROM = 1 << 20
+# Calls on at least this many elements (or hot) run on a hardware path where there is one
+# (``cuda_hardware``); shorter ones are not worth its compilation and probe.
+HARDWARE_FROM = 1 << 12
 
 
 class LaneSpec(Spec):
@@ -168,7 +177,8 @@ class Backend:
         self.set_launch(launch_mode(launch))
         if not SIMULATOR:
             cuda_registries.load()
-        self.digest = source_digest(cuda_loops)
+        self.digest = source_digest(cuda_loops, cuda_hardware)
+        self.probes = cuda_hardware.Probes()
         self.kernels = instantiate(primitives(), device_function,
                                    suffix=f"_cuda_{self.digest}")
         self._binary32: dict | None = None
@@ -199,11 +209,11 @@ class Backend:
         return self._binary32
 
     def loop(self, template, kernel: str = "", spec: Spec | None = None,
-             encoding: str = BINARY64.name):
+             encoding: str = BINARY64.name, hardware: Path | None = None):
         """The CUDA kernel of ``template`` (a ``cuda_loops`` function), for ``kernel``;
         ``spec``: specialised to that format and mode; ``encoding``: the carrier of the
-        rounding ("binary32": float32 input)."""
-        key = self.loop_key(template, kernel, spec, encoding)
+        rounding ("binary32": float32 input); ``hardware``: the path of a hardware loop."""
+        key = self.loop_key(template, kernel, spec, encoding, hardware)
         if key not in self._loops:
             namespace = dict(vars(cuda_loops))
             namespace.update({name: self.kernels[name] for name in KERNELS_IN_LOOPS})
@@ -213,6 +223,9 @@ class Backend:
                 namespace.update(KERNEL=self.kernels[kernel], ARITY=ARITY[kernel])
             if encoding == BINARY32.name:
                 namespace.update(KERNEL=self.binary32()[kernel], LOAD=np.float32)
+            if hardware is not None:
+                namespace.update(cuda_hardware.host_instructions(hardware) if self.simulator
+                                 else cuda_hardware.device_instructions(hardware))
             namespace.update(SPEC=spec)
             # A distinct qualified name gives each instance its own cache entry.
             tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
@@ -222,12 +235,13 @@ class Backend:
 
     @staticmethod
     def loop_key(template, kernel: str = "", spec: Spec | None = None,
-                 encoding: str = BINARY64.name) -> tuple:
+                 encoding: str = BINARY64.name, hardware: Path | None = None) -> tuple:
         """What tells ``loop``'s instances apart (the generic binary64 ones: as before
         the variants, so that their cache entries stay)."""
-        if spec is None and encoding == BINARY64.name:
+        if spec is None and encoding == BINARY64.name and hardware is None:
             return template.__name__, kernel
-        return template.__name__, kernel, None if spec is None else tuple(spec), encoding
+        key = (template.__name__, kernel, None if spec is None else tuple(spec), encoding)
+        return key if hardware is None else (*key, tuple(hardware))
 
     def grid(self, n: int) -> tuple[int, int]:
         """(blocks, threads per block) for ``n`` work items in grid-stride loops."""
@@ -237,16 +251,16 @@ class Backend:
         return max(1, min(-(-n // THREADS), BLOCKS_PER_SM * sms)), THREADS
 
     def launch(self, template, n: int, *args, kernel: str = "", spec: Spec | None = None,
-               encoding: str = BINARY64.name) -> None:
-        """Run ``loop(template, kernel, spec, encoding)`` over ``n`` work items."""
+               encoding: str = BINARY64.name, hardware: Path | None = None) -> None:
+        """Run ``loop(template, kernel, spec, encoding, hardware)`` over ``n`` work items."""
+        loop = self.loop(template, kernel, spec, encoding, hardware)
         if self.raw is not None:
-            self.raw(self.loop_key(template, kernel, spec, encoding),
-                     self.loop(template, kernel, spec, encoding), n, args, THREADS,
-                     BLOCKS_PER_SM)
+            self.raw(self.loop_key(template, kernel, spec, encoding, hardware), loop, n, args,
+                     THREADS, BLOCKS_PER_SM)
             return
         blocks, threads = self.grid(n)
         with no_contraction():
-            self.loop(template, kernel, spec, encoding)[blocks, threads](*args)
+            loop[blocks, threads](*args)
 
     # -- arrays ------------------------------------------------------------------
 
@@ -300,9 +314,16 @@ class Backend:
             bad = self.apply(kernel, operands, wide, flags, spec, key, check, hot)
             self.convert(wide, out)
             return bad
-        choice = (kernel, operands[0].dtype, out.dtype, spec, check,
-                  hot or out.size >= SPECIALISE_FROM)
-        encoding, loop_spec, bound = self._choices.get(choice) or self._choose(choice)
+        choice = (kernel, tuple(x.dtype for x in operands), out.dtype, spec, check,
+                  hot or out.size >= SPECIALISE_FROM, flags is not None, key is not None,
+                  hot or out.size >= HARDWARE_FROM)
+        loop = self._choices.get(choice) or self._choose(choice)
+        return self.elementwise(loop, kernel, operands, out, flags, key, check)
+
+    def elementwise(self, loop: tuple, kernel: str, operands, out, flags, key,
+                    check: bool) -> int:
+        """Run ``loop`` (``_choose``'s) over the operands: ``apply`` without its choice."""
+        template, encoding, loop_spec, bound, hardware = loop
         ops = [self.to_device(x) for x in operands]
         x = ops[0]
         y = ops[1] if len(ops) > 1 else x
@@ -310,24 +331,53 @@ class Backend:
         d_out = self.output(out)
         d_flags = self.no_flags() if flags is None else self.output(flags)
         bad = self.counter(check)
-        self.launch(cuda_loops.elementwise, out.size, x, y, z, d_out, d_flags, bad,
+        self.launch(template, out.size, x, y, z, d_out, d_flags, bad,
                     np.uint64(0 if key is None else key), loop_spec, flags is not None,
-                    key is not None, bool(check), kernel=kernel, spec=bound, encoding=encoding)
+                    key is not None, bool(check), kernel=kernel, spec=bound, encoding=encoding,
+                    hardware=hardware)
         self.deliver(d_out, out)
         if flags is not None:
             self.deliver(d_flags, flags)
         return int(bad.copy_to_host()[0]) if check else 0
 
     def _choose(self, choice: tuple) -> tuple:
-        """``apply``'s ``software_loop`` for a call's ``choice``, kept."""
-        self._choices[choice] = software_loop(*choice)
+        """``apply``'s loop for a call's ``choice``, kept: (template, encoding, its spec
+        argument, the spec it is specialised to or None, its hardware path or None)."""
+        (kernel, dtypes, out_dtype, spec, check, specialise, flags, stochastic,
+         long) = choice
+        hardware = cuda_hardware.path(kernel, dtypes, out_dtype, spec, flags,
+                                      stochastic) if long else None
+        if hardware is not None and self.sound(hardware):
+            self._choices[choice] = self.hardware_loop(hardware)
+        else:
+            self._choices[choice] = (cuda_loops.elementwise, *software_loop(
+                kernel, dtypes[0], out_dtype, spec, check, specialise), None)
         return self._choices[choice]
+
+    @staticmethod
+    def hardware_loop(hardware: Path) -> tuple:
+        """``_choose``'s loop for ``hardware``: one instance per path, on its spec."""
+        spec = cuda_hardware.spec_of(hardware)
+        template = (cuda_loops.hardware_round if hardware.kernel == "round_value"
+                    else cuda_loops.hardware_arithmetic)
+        return template, BINARY64.name, spec, spec, hardware
+
+    def sound(self, hardware: Path) -> bool:
+        """Whether ``hardware``'s probe passed (it runs once, on first asking)."""
+        loop = self.hardware_loop(hardware)
+        check = hardware.kernel != "round_value"
+
+        def run(operands, out):
+            return self.elementwise(loop, hardware.kernel, operands, out, None, None, check)
+
+        return self.probes.sound(hardware, run)
 
     def kernel_name(self, kernel: str, x_dtype, out_dtype, spec, *, flags: bool = False,
                     check: bool = False, size: int = SPECIALISE_FROM, hot: bool = False) -> str:
-        """What ``apply`` computes ``kernel`` with: the encoding of the software rounding
-        (``"binary32"`` or ``"binary64"``), with ``"+spec"`` where its loop is specialised
-        to the format and mode.
+        """What ``apply`` computes ``kernel`` with (every operand of ``x_dtype``):
+        ``"hardware"`` (``cuda_hardware``: its probe runs first if it has not), or the
+        encoding of the software rounding (``"binary32"`` or ``"binary64"``), with
+        ``"+spec"`` where its loop is specialised to the format and mode.
 
         Examples
         --------
@@ -340,6 +390,10 @@ class Backend:
         >>> backend.kernel_name("op_add", f32, f32, spec, check=True)
         'binary64+spec'
         """
+        hardware = cuda_hardware.path(kernel, (np.dtype(x_dtype),) * ARITY[kernel],
+                                      np.dtype(out_dtype), spec, flags, False)
+        if (hot or size >= HARDWARE_FROM) and hardware is not None and self.sound(hardware):
+            return "hardware"
         encoding = CPU.encoding(kernel, x_dtype, out_dtype, spec, check).name
         return encoding + ("+spec" if hot or size >= SPECIALISE_FROM else "")
 
