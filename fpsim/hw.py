@@ -1,4 +1,4 @@
-"""Block fused multiply-add models of NVIDIA tensor cores: the presets.
+"""Block fused multiply-add models of NVIDIA tensor cores and AMD matrix cores: the presets.
 
 ``docs/hardware-models.md`` gives each preset's parameters and sources; the
 model itself is ``BlockFMA`` (``fpsim.accumulation.blocks``). ``V100`` ... ``RTX5090``
@@ -8,6 +8,9 @@ in fp32, and an overflow gives +-inf and a zero result +0 (MMA-Sim's rules, conf
 H100; the docs give the sources). ``H100_TF32``, ``H100_F16`` and ``h100_fp8_mma`` (fp8
 ``mma.sync`` as sm_90 lowers it) are the H100 instructions that the probe of 2026-11-25
 decided, outside ``PRESETS``, which holds the presets recorded against MMA-Sim.
+``MI300``, ``MI300_BF16`` and ``MI300_XF32`` are AMD CDNA3's fp16, bf16 and xf32 ``mfma``
+(``align="round_down"``, MMA-Sim's model), recorded against MMA-Sim too but outside
+``PRESETS``: the backends' kernels do not run them (``BlockFMA.params`` refuses them).
 
 Examples
 --------
@@ -19,12 +22,15 @@ Examples
 [[1.0]]
 >>> fpsim.matmul(A, B, model=fpsim.hw.H100).tolist()
 [[1.0000001192092896]]
+>>> fpsim.matmul([[1.0]], [[1.0]], c=[[-2.0**-30]], model=fpsim.hw.MI300).tolist()
+[[0.9999999403953552]]
 """
 
 from dataclasses import replace as _replace
 from typing import Any as _Any
 
 from fpsim.accumulation.blocks import (
+    ALIGNMENTS,
     OUTPUT_ROUNDINGS,
     OVERFLOWS,
     ZERO_SIGNS,
@@ -32,11 +38,13 @@ from fpsim.accumulation.blocks import (
     block_matmul,
 )
 from fpsim.formats import Format
+from fpsim.formats import as_format as fpsim_format
 
 __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS", "block_matmul",
            "V100", "T4", "A100", "L40", "H100", "B200", "RTX5090", "A100_BF16", "L40_BF16",
            "H100_BF16", "B200_BF16", "RTX5090_BF16", "L40_FP8", "H100_FP8", "H100_FP8_F16",
-           "B200_FP8", "RTX5090_FP8", "E8M13", "H100_TF32", "H100_F16", "h100_fp8_mma"]
+           "B200_FP8", "RTX5090_FP8", "E8M13", "H100_TF32", "H100_F16", "h100_fp8_mma",
+           "ALIGNMENTS", "MI300", "MI300_BF16", "MI300_XF32", "mi200_mfma"]
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
 # Mikaitis, "Accurate models of NVIDIA tensor cores" (2025); Xie et al., "MMA-Sim"
@@ -98,6 +106,20 @@ H100_TF32 = _replace(H100.with_input("tf32"), block=8)
 #: (``mma``) and 165 (``wgmma``) elements where it differs from -133.
 H100_F16 = BlockFMA("H100_F16", block=16, frac_bits=25, exp_floor=-21, output="fp16",
                     output_rounding="nearest_even")
+#: AMD MI300 (CDNA3) ``v_mfma_f32_{32x32x8,16x16x16}_f16``: MMA-Sim's fused dot product
+#: (``tr_fdpa``, F = 24, F2 = 31): blocks of 8 products aligned among themselves and cut
+#: toward zero to 24 fraction bits, that sum and c aligned by rounding down, the sum
+#: rounded down to 31 fraction bits, then to nearest even fp32 (a negative sum that
+#: rounds to zero gives -0; a product of 2**128 or more is +-inf).
+MI300 = BlockFMA("MI300", block=8, frac_bits=24, exp_floor=-126,
+                 output_rounding="nearest_even", zero_sign="signed", align="round_down",
+                 sum_bits=31)
+#: MI300 (CDNA3) reading bf16 inputs (``v_mfma_f32_*_bf16``): as ``MI300``.
+MI300_BF16 = MI300.with_input("bf16")
+#: MI300 (CDNA3) ``v_mfma_f32_{16x16x8,32x32x4}_xf32``: as ``MI300`` on tf32 inputs (the
+#: instruction reads fp32 registers and truncates them to tf32: pass tf32 values), blocks
+#: of 4.
+MI300_XF32 = _replace(MI300.with_input("tf32"), block=4)
 # The sm_90 lowering of fp8 ``mma.m16n8k32`` (``h100_fp8_mma``): the H100's fp16 model,
 # each k32 step a chunk of its own added to a binary32 accumulator (nearest even).
 _H100_FP8_MMA = H100.with_promotion(32)
@@ -167,3 +189,102 @@ def h100_fp8_mma(a: _Any, b: _Any, c: _Any = None, hmma: BlockFMA | None = None)
     return matmul(a[..., perm], b[..., perm, :] if b.ndim >= 2 else b, c=c,
                   model=_H100_FP8_MMA if hmma is None else
                   hmma.with_input("fp16").with_promotion(32))
+
+
+def mi200_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp16",
+               group: int = 4) -> _Any:
+    """``A @ B + c`` as AMD's CDNA2 (MI200) fp16 and bf16 ``mfma`` computes it, chained over K.
+
+    MMA-Sim's model (``mmasim/amd/sim.py``, ``MMA_FTZ_MUL_ADD`` in
+    ``mmasim/arithmetic/ftz_mul_add.py``): subnormal inputs (and zeros) are read as +0,
+    and so is a subnormal c; each product is rounded to nearest even binary32; the
+    products are added in binary32 (nearest even) in groups of ``group`` in k order,
+    (p0 + p1) + (p2 + p3) or p0 + p1, and each group's sum is added to the accumulator;
+    a subnormal product or sum is flushed to a zero of its sign. There is no fused
+    block, so it is a function, not a ``BlockFMA``. Source: MMA-Sim, checked against its
+    recorded outputs (``tests/test_mmasim_records.py``); no AMD GPU has checked it here.
+
+    Parameters
+    ----------
+    a : array_like
+        A, (..., M, K) values of ``input``.
+    b : array_like
+        B, (..., K, N) values of ``input``.
+    c : array_like, optional
+        C, broadcast to (..., M, N): binary32 values (default +0).
+    input : {"fp16", "bf16"}, default "fp16"
+        The inputs' format.
+    group : {4, 2}, default 4
+        Products per group: 4 for ``v_mfma_f32_*_f16`` and the bf16 ``*_bf16_1k``
+        instructions, 2 for CDNA2's older bf16 ones (``v_mfma_f32_*_bf16``, as CDNA1's).
+
+    Returns
+    -------
+    numpy.ndarray
+        D, binary32 values (float64 for float64 inputs, as ``fpsim.matmul``).
+
+    Raises
+    ------
+    ValueError
+        An unknown input format or group, shapes that do not multiply, K not a
+        multiple of ``group``, or inputs that are not values of their formats.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> a = [[1.0, 2.0**-12, 2.0**-12, 0.0]]
+    >>> b = [[1.0], [2.0**-12], [2.0**-12], [0.0]]
+    >>> fpsim.hw.mi200_mfma(a, b).tolist()  # (1 + 2**-24) + (2**-24 + 0), each rounded
+    [[1.0]]
+    >>> fpsim.hw.mi200_mfma([[2.0**-20, 0.0, 0.0, 0.0]], [[1.0]] * 4).tolist()  # subnormal
+    [[0.0]]
+    >>> fpsim.hw.mi200_mfma([[1.0]], [[1.0]], input="bf16", group=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: mi200_mfma: K must be a multiple of group 2, got A of shape (1, 1)
+    """
+    import numpy as np
+
+    from fpsim._inputs import array_module, as_dtype, result_dtype
+    from fpsim.arithmetic import add
+    from fpsim.rounding import round as round_to
+
+    if input not in ("fp16", "bf16"):
+        raise ValueError(f"mi200_mfma: input must be fp16 or bf16, got {input!r}")
+    if isinstance(group, bool) or group not in (2, 4):
+        raise ValueError(f"mi200_mfma: group must be 2 or 4, got {group!r}")
+    xp = array_module([a, b])
+    dtype = result_dtype(xp.asarray(a), xp.asarray(b), np.float32)
+    x, y = xp.asarray(a, dtype=np.float64), xp.asarray(b, dtype=np.float64)
+    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2] or x.shape[-1] % group:
+        what = ("a multiple of group " + str(group) if x.ndim >= 2 and y.ndim >= 2
+                and x.shape[-1] == y.shape[-2] else "A's last and B's second-last dimension")
+        raise ValueError(f"mi200_mfma: K must be {what}, got A of shape {x.shape}"
+                         + ("" if "group" in what else f" and B of shape {y.shape}"))
+    shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
+    acc = xp.zeros(shape) if c is None else xp.broadcast_to(
+        xp.asarray(c, dtype=np.float64), shape).copy()
+    for name, v, fmt in (("A", x, input), ("B", y, input), ("c", acc, "fp32")):
+        with np.errstate(all="ignore"):
+            held = (round_to(v, fmt) == v) | xp.isnan(v)
+        if not bool(held.all()):
+            raise ValueError(f"mi200_mfma: {name} holds values that are not {fmt} values")
+    least = fpsim_format(input).smallest_normal
+    tiny = fpsim_format("fp32").smallest_normal
+
+    def flush(v: _Any) -> _Any:
+        """A subnormal binary32 value to a zero of its sign."""
+        return xp.where(xp.abs(v) < tiny, v * 0.0, v)
+
+    def fadd(u: _Any, v: _Any) -> _Any:
+        return flush(add(u, v, "fp32"))
+
+    with np.errstate(all="ignore"):
+        x, y = (xp.where(xp.abs(v) < least, 0.0, v) for v in (x, y))
+        acc = xp.where(xp.abs(acc) < tiny, 0.0, acc)
+        for k0 in range(0, x.shape[-1], group):
+            p = [flush(round_to(x[..., :, k, None] * y[..., None, k, :], "fp32"))
+                 for k in range(k0, k0 + group)]
+            s = fadd(p[0], p[1]) if group == 2 else fadd(fadd(p[0], p[1]), fadd(p[2], p[3]))
+            acc = fadd(acc, s)
+    return as_dtype(acc, dtype)

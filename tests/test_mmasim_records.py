@@ -3,7 +3,9 @@
 tests/data/mmasim_records.npz holds the outputs of the ``mmasim`` package (PyPI) for
 each preset's instruction (V100, T4, A100, L40, H100, B200, RTX5090 on fp16, bf16 and
 tf32 inputs as fpsim models them; the fp8 presets on every pairing of e4m3 and e5m2,
-and Blackwell's f8f6f4 ones on every pairing with fp6 e3m2/e2m3 and fp4 e2m1),
+and Blackwell's f8f6f4 ones on every pairing with fp6 e3m2/e2m3 and fp4 e2m1; AMD's
+fp32 mfma of CDNA1-3, CDNA3's fp16, bf16 and xf32 mfma as fpsim.hw.MI300, MI300_BF16
+and MI300_XF32, and CDNA2's fp16 and bf16 as fpsim.hw.mi200_mfma),
 written by tests/data/make_mmasim_records.py; this test reads only the
 recording (neither torch nor mmasim is needed). Nine classes of input: random, wide
 range, cancelling, subnormal, non-finite, absorbing, zero factors, overflowing and
@@ -34,6 +36,9 @@ def records():
 ABOUT = records()[1]
 INSTRUCTIONS = list(ABOUT["blocks"])
 FP8 = list(ABOUT["fp8"])
+# AMD CDNA3's mfma instructions and fpsim's presets of them.
+CDNA3 = {"MI300_fp16": fpsim.hw.MI300, "MI300_bf16": fpsim.hw.MI300_BF16,
+         "MI300_tf32": fpsim.hw.MI300_XF32}
 
 
 def inputs(data, fmt):
@@ -114,6 +119,17 @@ def test_the_recording_says_what_it_holds():
                                   "RTX5090_FP8") for a in fp8 for b in fp8]
         + [f"{p}_{a}_{b}" for p in ("B200_FP8", "RTX5090_FP8") for a in f8f6f4 for b in f8f6f4
            if not (a in fp8 and b in fp8)])
+
+
+def test_the_recording_holds_amds_instructions():
+    assert ABOUT["amd"] == {
+        "MI300_fp16": ["CDNA3", "f32_32x32x8_f16", 8],
+        "MI300_bf16": ["CDNA3", "f32_32x32x8_bf16", 8],
+        "MI300_tf32": ["CDNA3", "f32_32x32x4_xf32", 4],
+        "MI200_fp16": ["CDNA2", "f32_32x32x8f16", 4],
+        "MI200_bf16": ["CDNA2", "f32_32x32x8bf16_1k", 4],
+        "MI200_bf16pairs": ["CDNA2", "f32_32x32x4bf16", 2],
+        "MI100_fp16": ["CDNA1", "f32_32x32x8f16", 4], "MI100_bf16": ["CDNA1", "f32_32x32x4bf16", 2]}
 
 
 def test_every_preset_is_recorded():
@@ -211,3 +227,75 @@ def test_amd_fp32_mfma_is_fpsims_fp32_accumulation(arch, backend_name):
     assert bad.size == 0, (arch, bad[:5], mine[bad[:5]], theirs[bad[:5]])
     # The recording reaches zeros of both signs and infinities.
     assert (np.signbit(theirs) & (theirs == 0)).any() and np.isinf(theirs).any()
+
+
+def amd_run(key, model):
+    """{"single": (fpsim, MMA-Sim), "chained": ...} of a recorded AMD instruction."""
+    data, about = records()
+    fmt = key.split("_")[1].removesuffix("pairs")
+    a, b, c = inputs(data, fmt)
+    out = {}
+    for how, k in (("single", about["amd"][key][2]), ("chained", about["K"])):
+        got = fpsim.matmul(a[:, None, :k], b[:, :k, None], c=c[:, None, None], model=model)
+        out[how] = (np.asarray(got, np.float32).reshape(-1),
+                    data[f"{key}_{how}"].view(np.float32))
+    return out
+
+
+@pytest.mark.parametrize("key", sorted(CDNA3))
+def test_cdna3_preset_is_mmasim_bit_for_bit(key, backend_name):
+    """MI300, MI300_BF16 and MI300_XF32 equal MMA-Sim's CDNA3 mfma (tr_fdpa) on every
+    class, one instruction and chained, zero signs included; the recording reaches -0,
+    +-inf from finite inputs (bf16, xf32) and NaN."""
+    model = CDNA3[key]
+    assert model.block == ABOUT["amd"][key][2]
+    out = amd_run(key, model)
+    for how, (mine, theirs) in out.items():
+        bad = np.flatnonzero(~same(mine, theirs))
+        assert bad.size == 0, (
+            f"{key} {how}: {bad.size} differ, first vector {bad[0]} "
+            f"({ABOUT['classes'][bad[0] // ABOUT['per_class']]}): fpsim {mine[bad[0]]!r}, "
+            f"MMA-Sim {theirs[bad[0]]!r}")
+    theirs = np.concatenate([out["single"][1], out["chained"][1]])
+    assert np.isnan(theirs).any()
+    if key != "MI300_fp16":  # fp16 products neither overflow nor fall below 2**-150
+        assert ((theirs == 0) & np.signbit(theirs)).any()
+        over = out["single"][1][rows("overflow")]
+        assert (np.isinf(over) & np.isfinite(c_values(key)[rows("overflow")])).any()
+
+
+@pytest.mark.parametrize("key", sorted(CDNA3))
+def test_cdna3_rounding_down_is_what_the_recording_tells(key):
+    """The recording tells CDNA3's rule from nearby ones: aligning c with the products by
+    truncation (NVIDIA's rule, with CDNA3's F = 24 and floor -126), or +0 for every zero
+    (bf16, xf32), gives other results on some vectors."""
+    model = CDNA3[key]
+    others = [dataclasses.replace(model, align="truncate", sum_bits=None)]
+    if key != "MI300_fp16":  # fp16 products reach no zero of a negative sum
+        others.append(dataclasses.replace(model, zero_sign="positive"))
+    for other in others:
+        mine, theirs = amd_run(key, other)["chained"]
+        assert not same(mine, theirs).all(), (key, other)
+
+
+@pytest.mark.parametrize(("key", "group"), [("MI200_fp16", 4), ("MI200_bf16", 4),
+                                            ("MI200_bf16pairs", 2)])
+def test_cdna2_mfma_is_mmasim_bit_for_bit(key, group):
+    """fpsim.hw.mi200_mfma equals MMA-Sim's CDNA2 fp16 and bf16 mfma (MMA_FTZ_MUL_ADD) on
+    every class, one instruction and chained, zero signs included; the recording reaches
+    results flushed to zero (subnormal class), NaN and +-inf from finite inputs (bf16)."""
+    data = records()[0]
+    fmt = key.split("_")[1].removesuffix("pairs")
+    assert ABOUT["amd"][key][2] == group
+    a, b, c = inputs(data, fmt)
+    for how, k in (("single", group), ("chained", ABOUT["K"])):
+        got = fpsim.hw.mi200_mfma(a[:, None, :k], b[:, :k, None], c=c[:, None, None],
+                                  input=fmt, group=group)
+        mine = np.asarray(got, np.float32).reshape(-1)
+        theirs = data[f"{key}_{how}"].view(np.float32)
+        bad = np.flatnonzero(~same(mine, theirs))
+        assert bad.size == 0, (key, how, bad[:5], mine[bad[:5]], theirs[bad[:5]])
+    theirs = data[f"{key}_single"].view(np.float32)
+    assert (theirs[rows("subnormal")] == 0).any() and np.isnan(theirs).any()
+    if fmt == "bf16":
+        assert (np.isinf(theirs) & np.isfinite(c))[rows("overflow")].any()

@@ -15,7 +15,9 @@ instruction chained over all of K (MMA-Sim's dpa adds K in blocks, each block's
 result the next one's c). fp8 instructions read A in one fp8 format and B in
 either (every pairing); the fp16-output one reads c rounded to fp16 (clamped
 to its largest finite value, so that the overflowing class overflows from
-finite inputs).
+finite inputs). AMD's mfma instructions (``AMD``: CDNA3's fp16, bf16 and xf32,
+CDNA2's and CDNA1's fp16 and bf16) read the fp16, bf16 and tf32 data, and fp32's
+(``FP32_MFMA``) its own.
 """
 
 from __future__ import annotations
@@ -59,6 +61,22 @@ INSTRUCTIONS = {
     ("RTX5090", "fp16"): ("RTX Blackwell", "m16n8k16.f32.f16.f16.f32"),
     ("RTX5090", "bf16"): ("RTX Blackwell", "m16n8k16.f32.bf16.bf16.f32"),
     ("RTX5090", "tf32"): ("RTX Blackwell", "m16n8k8.f32.tf32.tf32.f32"),
+}
+# AMD matrix cores (preset, input format) -> (MMA-Sim architecture, mfma suffix,
+# products per block): CDNA3's fused dot product (fpsim.hw.MI300, MI300_BF16 and
+# MI300_XF32, mmasim/arithmetic/fdpa.py's tr_fdpa); CDNA2's flush-to-zero adds in pairs
+# (ftz_mul_add.py: fp16 and bf16_1k in groups of 4, bf16 in pairs) and CDNA1's exact
+# dot product (fdpa.py's e_fdpa), recorded for the comparison docs/hardware-models.md
+# gives (fpsim has no preset of them).
+AMD = {
+    ("MI300", "fp16"): ("CDNA3", "f32_32x32x8_f16", 8),
+    ("MI300", "bf16"): ("CDNA3", "f32_32x32x8_bf16", 8),
+    ("MI300", "tf32"): ("CDNA3", "f32_32x32x4_xf32", 4),
+    ("MI200", "fp16"): ("CDNA2", "f32_32x32x8f16", 4),
+    ("MI200", "bf16"): ("CDNA2", "f32_32x32x8bf16_1k", 4),
+    ("MI200", "bf16pairs"): ("CDNA2", "f32_32x32x4bf16", 2),
+    ("MI100", "fp16"): ("CDNA1", "f32_32x32x8f16", 4),
+    ("MI100", "bf16"): ("CDNA1", "f32_32x32x4bf16", 2),
 }
 # Products per instruction block: MMA-Sim's L_max (8 bytes of inputs on Volta, 16 on
 # Ampere, 32 on Hopper and Blackwell), and fpsim's block (fpsim.compare.gpu.TF32_BLOCK).
@@ -192,6 +210,13 @@ def main() -> None:
             for how, k in (("single", block), ("chained", K)):
                 d = mma.dpa(a[:, :k].contiguous(), b[:, :k].contiguous(), c.clone())
                 out[f"{preset}_{fmt}_{how}"] = d.view(torch.int32).numpy().view(np.uint32)
+        for (preset, f), (arch, suffix, block) in AMD.items():
+            if f.removesuffix("pairs") != fmt:
+                continue
+            mfma = MFMA(arch, suffix)
+            for how, k in (("single", block), ("chained", K)):
+                d = mfma.dpa(a[:, :k].contiguous(), b[:, :k].contiguous(), c.clone())
+                out[f"{preset}_{f}_{how}"] = d.view(torch.int32).numpy().view(np.uint32)
     fp8 = {}
     for preset, (kind, arch, shape, d_fmt, block) in FP8.items():
         for fa in TORCH_FP8:
@@ -242,6 +267,7 @@ def main() -> None:
         "instructions": {f"{p}_{f}": list(v) for (p, f), v in INSTRUCTIONS.items()},
         "fp8": fp8,
         "fp32_mfma": FP32_MFMA,
+        "amd": {f"{p}_{f}": list(v) for (p, f), v in AMD.items()},
     }))
     np.savez_compressed(Path(__file__).with_name("mmasim_records.npz"), **out)
 

@@ -1,0 +1,510 @@
+"""AMD CDNA3's matrix cores (``fpsim.hw.MI300``, ``MI300_BF16``, ``MI300_XF32``) and CDNA2's
+(``fpsim.hw.mi200_mfma``) against exact rational references, and
+``BlockFMA(align="round_down")``'s checks.
+
+The reference is MMA-Sim's rule for CDNA3's fp16, bf16 and xf32 ``mfma`` (Xie et al.,
+arXiv 2511.10909; ``mmasim`` 2.1.1, ``mmasim/amd/sim.py`` and ``tr_fdpa`` in
+``mmasim/arithmetic/fdpa.py``), written here with Fractions. Each input is read as
+s * 2**e with e at least its format's least normal exponent. A product of 2**128 or more
+is +-inf. The nonzero products are aligned to the largest of their exponents and each cut
+toward zero to F = 24 fraction bits, then added exactly: the dot. c is read at exponent at
+least -126 (c = 0 at -126). E is the larger of the two exponents. The dot is rounded down
+(toward -inf) to 2**(E - 32), c to 2**(E - 24). Their sum is rounded down to F2 = 31
+fraction bits below its leading bit (that bit's exponent at least -126), then to nearest
+even binary32. An exactly zero sum is +0; a negative one that rounds to zero is -0. A
+block with an infinite or NaN input, or an infinite product, gives the IEEE sum of c and
+its products. The instruction chains over K in blocks of 8 (4 for xf32), each result the
+next block's c. fpsim computes the rule differently (integer grids in binary64, in
+fpsim.accumulation.blocks), so agreement is evidence for both.
+
+CDNA2's reference is MMA-Sim's ``MMA_FTZ_MUL_ADD`` (``mmasim/arithmetic/ftz_mul_add.py``):
+inputs below their format's least normal (zeros included) are +0, and so is a subnormal c;
+each product is rounded to nearest even binary32, each addition is ``reference.ref_add``
+in binary32, and a subnormal product or sum becomes a zero of its sign; per group of 4,
+c + ((p0 + p1) + (p2 + p3)), or per pair c + (p0 + p1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import ref_add, ref_round, same_bits
+
+import fpsim
+import fpsim.hw
+from fpsim.hw import BlockFMA
+
+F, F2, E_C = 24, 31, -126
+PRESETS = {"MI300": (fpsim.hw.MI300, "fp16", 8), "MI300_BF16": (fpsim.hw.MI300_BF16, "bf16", 8),
+           "MI300_XF32": (fpsim.hw.MI300_XF32, "tf32", 4)}
+EXAMPLES = int(os.environ.get("FPSIM_HW_EXAMPLES", "15"))
+TWO = Fraction(2)
+
+
+def read(x: Fraction, emin: int) -> tuple[Fraction, int]:
+    """x = s * 2**e, e = max(floor(log2|x|), emin)."""
+    if x == 0:
+        return Fraction(0), emin
+    a = abs(x)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    e = e - 1 if TWO**e > a else e
+    e = max(e, emin)
+    return x / TWO**e, e
+
+
+def down(x: Fraction, e: int) -> Fraction:
+    """x rounded down (toward -inf) to a multiple of 2**e."""
+    return math.floor(x / TWO**e) * TWO**e
+
+
+def ref_block(pairs, c: float, fmt: str) -> float:
+    """One CDNA3 instruction step: c + sum(a * b)."""
+    emin = fpsim.format(fmt).emin
+    values = [c, *(v for p in pairs for v in p)]
+    products = [Fraction(a) * Fraction(b) for a, b in pairs if math.isfinite(a * b)]
+    if not all(math.isfinite(v) for v in values) or any(abs(p) >= TWO**128 for p in products):
+        total = np.float64(c)
+        with np.errstate(all="ignore"):
+            for a, b in pairs:
+                p = np.float64(a) * np.float64(b)
+                total = total + (math.copysign(math.inf, p) if abs(p) >= 2.0**128 else p)
+        return float(total)
+    terms = []
+    for a, b in pairs:
+        (sa, ea), (sb, eb) = read(Fraction(a), emin), read(Fraction(b), emin)
+        if sa * sb != 0:
+            terms.append((sa * sb, ea + eb))
+    dot, e_dot = Fraction(0), None
+    if terms:
+        e_dot = max(e for _, e in terms)
+        dot = sum(Fraction(math.trunc(s * TWO ** (e - e_dot + F))) for s, e in terms)
+        dot *= TWO ** (e_dot - F)
+    _, e_c = read(Fraction(c), E_C)
+    top = e_c if e_dot is None else max(e_dot, e_c)
+    total = down(dot, top - F2 - 1) + down(Fraction(c), top - F)
+    if total == 0:
+        return 0.0
+    _, lead = read(total, E_C)
+    total = down(total, lead - F2)
+    value, _ = ref_round(total, "fp32", "nearest_even")
+    return math.copysign(value, total)
+
+
+def ref_chain(a, b, c: float, fmt: str, block: int) -> float:
+    pairs = list(zip(a, b, strict=True))
+    for k0 in range(0, len(pairs), block):
+        c = ref_block(pairs[k0:k0 + block], c, fmt)
+    return c
+
+
+def fpsim_dot(model, a, b, c) -> float:
+    got = fpsim.matmul(np.array(a, np.float64).reshape(1, -1),
+                       np.array(b, np.float64).reshape(-1, 1), c=np.array([[c]]), model=model)
+    return float(np.asarray(got, np.float64)[0, 0])
+
+
+def check(name, a, b, c):
+    model, fmt, block = PRESETS[name]
+    want = ref_chain(a, b, c, fmt, block)
+    got = fpsim_dot(model, a, b, c)
+    assert same_bits(got, want), f"{name}: a={a} b={b} c={c}: want {want!r}, got {got!r}"
+    return got
+
+
+# --- the presets are MMA-Sim's parameters ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_parameters_are_mmasims(name):
+    """mmasim/amd/sim.py: MMA_TR_FDPA(F=24, F2=31, rho="RNE-FP32", L_max=8, or 4 for xf32)."""
+    model, fmt, block = PRESETS[name]
+    assert (model.block, model.frac_bits, model.sum_bits, model.exp_floor) == (block, F, F2, E_C)
+    assert (model.input, model.input_b, model.output, model.output_rounding) == (
+        fmt, None, "fp32", "nearest_even")
+    assert (model.align, model.overflow, model.zero_sign, model.block_output) == (
+        "round_down", "inf", "signed", None)
+
+
+# --- directed cases -------------------------------------------------------------------------
+
+
+def test_c_is_rounded_down_to_the_products_grid():
+    """A negative c below the products' grid takes one step of it away (truncation would
+    leave 1.0): 1 - 2**-30 rounds down to 1 - 2**-24."""
+    got = check("MI300", [1.0], [1.0], -(2.0**-30))
+    assert got == 1 - 2.0**-24
+    assert check("MI300", [1.0], [1.0], 2.0**-30) == 1.0
+
+
+def test_the_dot_is_rounded_down_to_cs_grid():
+    """c = 1 and a dot of -2**-40: the dot rounds down to -2**-32 (one step of 2**(0-32)),
+    and the sum 1 - 2**-32, rounded down to 31 bits below its leading bit (2**-1), is
+    1 - 2**-32; nearest even binary32 gives 1.0. A dot of +2**-40 vanishes."""
+    assert check("MI300", [-(2.0**-20)], [2.0**-20], 1.0) == 1.0
+    assert check("MI300", [2.0**-20], [2.0**-20], 1.0) == 1.0
+    # Near a tie at binary32's last bit: the dot 2**-24 + 2**-40 rounds down to 2**-24,
+    # so 1 + 2**-24 is a tie, to even: 1.0 (the exact sum rounded to nearest: 1 + 2**-23).
+    assert check("MI300_BF16", [2.0**-24, 2.0**-20], [1.0, 2.0**-20], 1.0) == 1.0
+    assert check("MI300_BF16", [2.0**-24, -(2.0**-20)], [1.0, 2.0**-20], 1.0) == 1.0
+    # 2**-32 survives the dot's rounding, and the sum's to 31 bits cuts it: a tie again.
+    assert check("MI300_BF16", [2.0**-24, 2.0**-16], [1.0, 2.0**-16], 1.0) == 1.0
+    # 2**-30 survives both: above the tie.
+    assert check("MI300_BF16", [2.0**-24, 2.0**-15], [1.0, 2.0**-15], 1.0) == 1 + 2.0**-23
+
+
+def test_products_are_cut_toward_zero_among_themselves():
+    """The products are aligned to their own largest exponent and cut toward zero to 24
+    fraction bits: -2**-24 counts below 1.0, -2**-25 and +-2**-28 are cut away."""
+    assert check("MI300", [1.0, -(2.0**-12)], [1.0, 2.0**-12], 0.0) == 1 - 2.0**-24
+    assert check("MI300", [1.0, -(2.0**-12)], [1.0, 2.0**-13], 0.0) == 1.0
+    # A product below 2**-24 of the largest is cut away, whatever its sign.
+    assert check("MI300", [1.0, -(2.0**-14)], [1.0, 2.0**-14], 0.0) == 1.0
+    assert check("MI300", [1.0, 2.0**-14], [1.0, 2.0**-14], 0.0) == 1.0
+
+
+def test_zero_products_take_no_part_in_alignment():
+    """0 x 2**127 does not raise the alignment (a zero product has no exponent)."""
+    got = check("MI300_BF16", [0.0, 1.5 * 2.0**-100], [2.0**127, 1.25 * 2.0**-20], 0.0)
+    assert got == 1.875 * 2.0**-120
+
+
+def test_zero_signs():
+    """An exactly zero sum is +0, whatever the signs of the zeros; a negative sum that
+    rounds to zero is -0, a positive one +0."""
+    for a, b, c in (([-0.0] * 8, [1.0] * 8, -0.0), ([1.0, -1.0], [1.0, 1.0], -0.0),
+                    ([1.0], [1.0], -1.0), ([0.0], [-1.0], -0.0)):
+        got = check("MI300", a, b, c)
+        assert got == 0 and not math.copysign(1, got) < 0
+    got = check("MI300_BF16", [-(2.0**-100)], [2.0**-60], 0.0)
+    assert got == 0 and math.copysign(1, got) < 0
+    got = check("MI300_BF16", [2.0**-100], [2.0**-60], 0.0)
+    assert got == 0 and math.copysign(1, got) > 0
+
+
+def test_subnormals():
+    """fp16 subnormal inputs are read at exponent -14; a subnormal c at -126; results
+    below binary32's normal range round to its subnormals."""
+    check("MI300", [2.0**-24, 3 * 2.0**-20], [2.0**-24, 2.0**-14], 0.0)
+    check("MI300", [2.0**-24], [2.0**-24], 5 * 2.0**-149)
+    got = check("MI300_BF16", [2.0**-70, -(2.0**-75)], [2.0**-70, 2.0**-70], 2.0**-149)
+    assert 0 < got < 2.0**-126
+    check("MI300_XF32", [1.5 * 2.0**-126, 2.0**-130], [2.0**-20, 1.0], -(2.0**-149))
+
+
+def test_overflow():
+    """A product of 2**128 or more is +-inf; a finite sum beyond binary32's range rounds
+    to +-inf (nearest even); +inf and -inf products give NaN."""
+    assert check("MI300_BF16", [2.0**100], [2.0**28], 1.0) == math.inf
+    assert check("MI300_BF16", [2.0**100], [-(2.0**27)], 1.0) == -(2.0**127)
+    assert check("MI300_BF16", [2.0**127, 2.0**127], [1.5, 1.5], 0.0) == math.inf
+    assert math.isnan(check("MI300_BF16", [2.0**100, 2.0**100], [2.0**28, -(2.0**28)], 0.0))
+    assert check("MI300_XF32", [2.0**127], [-2.0], float(np.float32(3.0e38))) == -math.inf
+
+
+def test_nonfinite():
+    assert math.isnan(check("MI300", [math.nan, 1.0], [1.0, 1.0], 1.0))
+    assert math.isnan(check("MI300", [math.inf, 1.0], [0.0, 1.0], 1.0))
+    assert check("MI300", [math.inf, 1.0], [2.0, 1.0], 1.0) == math.inf
+    assert math.isnan(check("MI300", [math.inf], [1.0], -math.inf))
+    assert check("MI300_BF16", [1.0], [1.0], -math.inf) == -math.inf
+
+
+def test_absorbing_and_cancelling():
+    check("MI300", [1.0] * 8, [2.0**-14] * 8, 2.0**20)
+    check("MI300", [1.0, -1.0, 2.0**-10, -(2.0**-10), 3.0], [1.0] * 5, -3.0)
+    check("MI300_BF16", [2.0**60, -(2.0**60), 1.0], [1.0, 1.0, 2.0**-60], 2.0**-100)
+
+
+def test_chains_in_blocks():
+    """K = 20 is three instructions (8, 8, 4); xf32 five of 4."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2048, 2048, 20) * 2.0 ** rng.integers(-30, 0, 20)
+    b = rng.integers(-2048, 2048, 20) * 2.0**-11
+    a = np.asarray(a, np.float16).astype(np.float64)
+    for name in PRESETS:
+        fmt = PRESETS[name][1]
+        x = np.asarray(fpsim.round(a, fmt), np.float64)
+        y = np.asarray(fpsim.round(b, fmt), np.float64)
+        check(name, x.tolist(), y.tolist(), 0.75)
+    # The chain is not one block: a block of 20 gives another result here.
+    # 1 and nineteen products of 2**-25: in one block each is cut away (1.0); in blocks
+    # of 8 the later blocks' sums count: 1 + 2**-22, then 1 + 3 * 2**-23.
+    one = dataclasses.replace(fpsim.hw.MI300, block=20)
+    x, y = [1.0] + [2.0**-13] * 19, [1.0] + [2.0**-12] * 19
+    assert fpsim_dot(one, x, y, 0.0) == 1.0
+    assert check("MI300", x, y, 0.0) == 1 + 3 * 2.0**-23
+
+
+def test_matrix_shapes_batches_and_promotion(backend_name):
+    """Rows, columns and batches are independent dot products; promote_every and
+    split_k chain the instructions over K's chunks as they do for the other presets."""
+    rng = np.random.default_rng(3)
+    a = np.asarray(fpsim.round(rng.normal(size=(2, 3, 19)), "fp16"), np.float64)
+    b = np.asarray(fpsim.round(rng.normal(size=(2, 19, 4)), "fp16"), np.float64)
+    c = np.asarray(fpsim.round(rng.normal(size=(3, 4)), "fp32"), np.float64)
+    got = np.asarray(fpsim.matmul(a, b, c=c, model=fpsim.hw.MI300), np.float64)
+    for g in range(2):
+        for i in range(3):
+            for j in range(4):
+                want = ref_chain(a[g, i], b[g, :, j], c[i, j], "fp16", 8)
+                assert same_bits(got[g, i, j], want)
+    promoted = np.asarray(fpsim.matmul(a, b, c=c, model=fpsim.hw.MI300.with_promotion(8)))
+    for g in range(2):
+        for i in range(3):
+            for j in range(4):
+                acc = c[i, j]
+                for k0 in range(0, 19, 8):
+                    part = ref_chain(a[g, i, k0:k0 + 8], b[g, k0:k0 + 8, j], 0.0, "fp16", 8)
+                    acc = float(np.float32(np.float64(acc) + np.float64(part)))
+                assert same_bits(promoted[g, i, j], acc)
+
+
+# --- Hypothesis: random inputs of every class, single and chained ---------------------------
+
+
+def values(fmt: str, *, nonfinite: bool):
+    f = fpsim.format(fmt)
+    top = f.emin + 2 ** f.exp_bits - 3
+
+    def build(sign, e, m):
+        v = m * 2.0 ** (f.emin - f.man_bits) if e < f.emin else (1 + m / 2**f.man_bits) * 2.0**e
+        return -v if sign else v
+
+    finite = st.builds(build, st.booleans(), st.integers(f.emin - 1, top),
+                       st.integers(0, 2**f.man_bits - 1))
+    # Exponents near each other too: cancellation and carries, not only absorption.
+    near = st.builds(build, st.booleans(), st.integers(-3, 3), st.integers(0, 2**f.man_bits - 1))
+    if not nonfinite:
+        return st.one_of(finite, near)
+    return st.one_of(finite, near, near, st.sampled_from([math.nan, math.inf, -math.inf]))
+
+
+@st.composite
+def problems(draw, name):
+    _, fmt, block = PRESETS[name]
+    k = draw(st.one_of(st.integers(1, block), st.integers(block + 1, 3 * block)))
+    special = draw(st.booleans())
+    a = draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+    b = draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+    c = draw(st.one_of(st.just(0.0), st.just(-0.0), values("fp32", nonfinite=special)))
+    return a, b, c
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_against_the_rational_reference(name):
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+    @given(problems(name))
+    def run(problem):
+        check(name, *problem)
+
+    run()
+
+
+# --- the model's parameters -----------------------------------------------------------------
+
+
+def test_round_down_is_a_named_option():
+    assert fpsim.hw.ALIGNMENTS == ("truncate", "round_down")
+    assert fpsim.hw.H100.align == "truncate" and fpsim.hw.H100.sum_bits is None
+    assert fpsim.hw.MI300_BF16.name == "MI300/bf16" and fpsim.hw.MI300_XF32.name == "MI300/tf32"
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    ({"align": "round_up"}, "align must be one of truncate, round_down"),
+    ({"align": None}, "align must be one of"),
+    ({"sum_bits": None}, "needs sum_bits"),
+    ({"sum_bits": 0}, "sum_bits must be an integer in 1..40"),
+    ({"sum_bits": 31.0}, "sum_bits must be an integer"),
+    ({"align": "truncate"}, "sum_bits is a parameter of align=\"round_down\" only"),
+    ({"block_output": "fp16"}, "takes no block_output"),
+    ({"input": fpsim.formats.Format(8, 26)}, "must be exact there"),
+    ({"block": 1 << 20}, "must be exact there"),
+    ({"output": fpsim.formats.Format(10, 20)}, "must be exact there"),
+    ({"input": fpsim.formats.Format(9, 10)}, "must be exact there"),
+])
+def test_bad_round_down_models_are_refused(changes, match):
+    with pytest.raises(ValueError, match=match):
+        dataclasses.replace(fpsim.hw.MI300, **changes)
+
+
+def test_round_down_runs_outside_the_kernels():
+    """Its BlockSpec would be the truncating model's: params() refuses, and stats (the
+    kernels' counts) are refused."""
+    with pytest.raises(ValueError, match="not in the kernels"):
+        fpsim.hw.MI300.params()
+    with pytest.raises(ValueError, match="stats cannot be given"):
+        fpsim.matmul([[1.0]], [[1.0]], model=fpsim.hw.MI300, stats=True)
+    with pytest.raises(ValueError, match="not a value of the model's input format"):
+        fpsim.matmul([[1.0 + 2.0**-20]], [[1.0]], model=fpsim.hw.MI300)
+
+
+def test_round_down_with_no_floor_and_empty_shapes():
+    """exp_floor=None: c = 0 takes no part (the products alone set the alignment); K = 0
+    gives c; empty M or N give empty results."""
+    model = BlockFMA("toy", block=2, frac_bits=4, exp_floor=None, align="round_down",
+                     sum_bits=6, output_rounding="nearest_even")
+    # 1 + 2**-5 cuts to 1 (4 fraction bits); no c grid below the products'.
+    assert fpsim_dot(model, [1.0, 2.0**-5], [1.0, 1.0], 0.0) == 1.0
+    assert fpsim_dot(model, [1.0, -(2.0**-5)], [1.0, 1.0], 0.0) == 1.0
+    # c = -2**-5 with the dot 1: rounded down to -2**-4 on the products' grid.
+    assert fpsim_dot(model, [1.0], [1.0], -(2.0**-5)) == 1 - 2.0**-4
+    assert np.asarray(fpsim.matmul(np.zeros((2, 0)), np.zeros((0, 3)), c=1.5,
+                                   model=fpsim.hw.MI300)).tolist() == [[1.5] * 3] * 2
+    assert fpsim.matmul(np.zeros((0, 4)), np.zeros((4, 3)), model=fpsim.hw.MI300).shape == (0, 3)
+
+
+@pytest.mark.gpu
+def test_round_down_on_gpu_arrays():
+    """CuPy arrays in: the same bits as NumPy's, computed on the GPU."""
+    from conftest import gpu_missing
+
+    if gpu_missing():
+        pytest.skip("no GPU")
+    import cupy
+
+    rng = np.random.default_rng(11)
+    for model, fmt in ((fpsim.hw.MI300, "fp16"), (fpsim.hw.MI300_BF16, "bf16")):
+        a = np.asarray(fpsim.round(rng.normal(size=(5, 37)) * 2.0 ** rng.integers(
+            -30, 30, (5, 37)), fmt), np.float64)
+        b = np.asarray(fpsim.round(rng.normal(size=(37, 6)), fmt), np.float64)
+        c = np.asarray(fpsim.round(rng.normal(size=(5, 6)), "fp32"), np.float64)
+        want = np.asarray(fpsim.matmul(a, b, c=c, model=model), np.float64)
+        with fpsim.backend("cupy"):
+            got = fpsim.matmul(cupy.asarray(a), cupy.asarray(b), c=cupy.asarray(c), model=model)
+        assert isinstance(got, cupy.ndarray)
+        assert same_bits(cupy.asnumpy(got).astype(np.float64), want).all()
+
+
+# --- CDNA2: fpsim.hw.mi200_mfma ---------------------------------------------------------------
+
+TINY = 2.0**-126
+
+
+def flush(v: float) -> float:
+    return math.copysign(0.0, v) if abs(v) < TINY else v
+
+
+def ref_mi200(a, b, c: float, fmt: str, group: int) -> float:
+    least = fpsim.format(fmt).smallest_normal
+    a = [0.0 if abs(x) < least else x for x in a]
+    b = [0.0 if abs(y) < least else y for y in b]
+    products = []
+    for x, y in zip(a, b, strict=True):
+        if math.isfinite(x) and math.isfinite(y):
+            neg = (math.copysign(1, x) < 0) != (math.copysign(1, y) < 0)
+            p = ref_round(Fraction(x) * Fraction(y), "fp32", "nearest_even")[0]
+            p = math.copysign(p, -1.0 if neg else 1.0)
+        else:
+            with np.errstate(all="ignore"):
+                p = float(np.float64(x) * np.float64(y))
+        products.append(flush(p))
+
+    def fadd(u, v):
+        return flush(ref_add(u, v, "fp32")[0])
+
+    acc = 0.0 if abs(c) < TINY else c
+    for k0 in range(0, len(products), group):
+        p = products[k0:k0 + group]
+        s = fadd(p[0], p[1]) if group == 2 else fadd(fadd(p[0], p[1]), fadd(p[2], p[3]))
+        acc = fadd(acc, s)
+    return acc
+
+
+def check_mi200(a, b, c, fmt="fp16", group=4):
+    want = ref_mi200(a, b, c, fmt, group)
+    got = fpsim.hw.mi200_mfma(np.array([a], np.float64), np.array(b, np.float64)[:, None],
+                              c=c, input=fmt, group=group)
+    got = float(np.asarray(got, np.float64)[0, 0])
+    assert same_bits(got, want), f"{fmt}/{group}: a={a} b={b} c={c}: want {want!r}, got {got!r}"
+    return got
+
+
+def test_mi200_adds_in_rounded_pairs():
+    """(1 + 2**-24) + (2**-24 + 0): each addition rounded (a fused sum gives 1 + 2**-23)."""
+    assert check_mi200([1.0, 2.0**-12, 2.0**-12, 0.0], [1.0, 2.0**-12, 2.0**-12, 0.0], 0.0) == 1
+    # The pairs' order: (1 + -1) + (2**-24 + 2**-24) = 2**-23.
+    assert check_mi200([1.0, -1.0, 2.0**-12, 2.0**-12], [1.0, 1.0, 2.0**-12, 2.0**-12],
+                       0.0) == 2.0**-23
+    # c added after the group: 2**24 + (1 + 1) = 2**24 + 2, where 2**24 + 1 + 1 = 2**24.
+    assert check_mi200([1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], 2.0**24) == 2.0**24 + 2
+    assert check_mi200([1.0, 1.0], [1.0, 1.0], 2.0**24, "bf16", 2) == 2.0**24 + 2
+
+
+def test_mi200_flushes_subnormals():
+    """Subnormal inputs and c are +0; a subnormal product or sum a zero of its sign."""
+    assert check_mi200([2.0**-20, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], 0.0) == 0.0
+    assert check_mi200([1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], 2.0**-130) == 1.0
+    # -2**-130 flushes to -0, and -0 + -0 is -0; c = -0 is read as +0, so the sum is +0.
+    got = check_mi200([-(2.0**-70), -1.0], [2.0**-60, 0.0], -0.0, "bf16", 2)
+    assert got == 0 and math.copysign(1, got) > 0
+    # c + s = -2**-125 + 1.5 * 2**-126 = -2**-127, flushed to -0.
+    got = check_mi200([1.5 * 2.0**-63, 0.0], [2.0**-63, 0.0], -(2.0**-125), "bf16", 2)
+    assert got == 0 and math.copysign(1, got) < 0
+    check_mi200([-(2.0**-126), 2.0**-126], [1.5, 1.0], -0.0, "bf16", 2)
+    # A product that rounds up to 2**-126 in binary32 is kept.
+    check_mi200([1.0 + 2.0**-7, 1.0 - 2.0**-8], [2.0**-63, 2.0**-63], 0.0, "bf16", 2)
+
+
+def test_mi200_zero_signs_overflow_and_nonfinite():
+    for a, c in (([-0.0, -0.0, 0.0, 0.0], -0.0), ([1.0, -1.0, 0.0, 0.0], -0.0)):
+        got = check_mi200(a, [1.0] * 4, c)
+        assert got == 0
+    assert check_mi200([2.0**100, 0.0], [2.0**30, 0.0], 1.0, "bf16", 2) == math.inf
+    assert math.isnan(check_mi200([2.0**100, 2.0**100], [2.0**30, -(2.0**30)], 1.0, "bf16", 2))
+    assert math.isnan(check_mi200([math.nan, 1.0, 1.0, 1.0], [1.0] * 4, 1.0))
+    assert math.isnan(check_mi200([math.inf, 1.0, 1.0, 1.0], [0.0] * 4, 1.0))
+    assert check_mi200([1.0] * 4, [1.0] * 4, -math.inf) == -math.inf
+
+
+def test_mi200_shapes_and_refusals():
+    rng = np.random.default_rng(5)
+    a = np.asarray(fpsim.round(rng.normal(size=(2, 3, 8)), "fp16"), np.float64)
+    b = np.asarray(fpsim.round(rng.normal(size=(8, 4)), "fp16"), np.float64)
+    got = fpsim.hw.mi200_mfma(a, b, c=0.5)
+    assert got.shape == (2, 3, 4) and got.dtype == np.float64
+    for g in range(2):
+        for i in range(3):
+            for j in range(4):
+                assert same_bits(got[g, i, j], ref_mi200(a[g, i], b[:, j], 0.5, "fp16", 4))
+    assert fpsim.hw.mi200_mfma(np.ones((2, 4), np.float32),
+                               np.ones((4, 1), np.float32)).dtype == np.float32
+    assert fpsim.hw.mi200_mfma(np.zeros((2, 0)), np.zeros((0, 3)), c=2.0**-130).tolist() == (
+        [[0.0] * 3] * 2)
+    for kwargs, match in (({"input": "fp8_e4m3"}, "input must be fp16 or bf16"),
+                          ({"group": 3}, "group must be 2 or 4"),
+                          ({"group": True}, "group must be 2 or 4")):
+        with pytest.raises(ValueError, match=match):
+            fpsim.hw.mi200_mfma([[1.0] * 4], [[1.0]] * 4, **kwargs)
+    with pytest.raises(ValueError, match="multiple of group 4"):
+        fpsim.hw.mi200_mfma([[1.0] * 3], [[1.0]] * 3)
+    with pytest.raises(ValueError, match="last and B's second-last"):
+        fpsim.hw.mi200_mfma([[1.0] * 4], [[1.0]] * 3)
+    with pytest.raises(ValueError, match="last and B's second-last"):
+        fpsim.hw.mi200_mfma([1.0] * 4, [[1.0]] * 4)
+    with pytest.raises(ValueError, match="A holds values that are not fp16"):
+        fpsim.hw.mi200_mfma([[1.0 + 2.0**-12] * 4], [[1.0]] * 4)
+    with pytest.raises(ValueError, match="B holds values that are not bf16"):
+        fpsim.hw.mi200_mfma([[1.0] * 4], [[1.0 + 2.0**-9]] * 4, input="bf16")
+    with pytest.raises(ValueError, match="c holds values that are not fp32"):
+        fpsim.hw.mi200_mfma([[1.0] * 4], [[1.0]] * 4, c=0.1)
+
+
+@pytest.mark.parametrize(("fmt", "group"), [("fp16", 4), ("bf16", 4), ("bf16", 2)])
+def test_mi200_against_the_rational_reference(fmt, group):
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+    @given(st.integers(1, 3), st.booleans(), st.data())
+    def run(groups, special, data):
+        k = groups * group
+        a = data.draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+        b = data.draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+        c = data.draw(st.one_of(st.just(0.0), st.just(-0.0), values("fp32", nonfinite=special)))
+        check_mi200(a, b, c, fmt, group)
+
+    run()
