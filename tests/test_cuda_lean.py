@@ -288,10 +288,12 @@ def test_the_lean_roundings_on_the_gpu_equal_the_numpy_backend(gpu_backend, fmt,
     key = 12345 if mode == "stochastic" else None
     for hot, flags in ((False, False), (True, False), (True, True), (False, True)):
         _same(gpu_backend, "round_value", [x], s, key, flags=flags, hot=hot)
-    _same(gpu_backend, "round_value", [x.astype(np.float64)], s, key, hot=True)
-    for subnormals, saturate in ((False, False), (True, True)):
-        _same(gpu_backend, "round_value", [x], spec(fmt, mode, subnormals, saturate), key,
-              hot=True)
+    # Each specialised loop compiles (seconds, then cached on disk): a few more specs only.
+    if mode in ("nearest_even", "stochastic"):
+        _same(gpu_backend, "round_value", [x.astype(np.float64)], s, key, hot=True)
+        for subnormals, saturate in ((False, False), (True, True)):
+            _same(gpu_backend, "round_value", [x], spec(fmt, mode, subnormals, saturate), key,
+                  hot=True)
 
 
 ARITHMETIC_OPERANDS = 1 << 18
