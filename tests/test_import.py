@@ -26,3 +26,12 @@ def test_import_does_not_load_dask():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_import_does_not_load_torch():
+    # fpsim.torch is an adapter on top: nothing in fpsim imports it (or torch).
+    code = ("import sys, fpsim, fpsim.nn, fpsim.training, fpsim.quantize; "
+            "print('torch' in sys.modules or 'fpsim.torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
