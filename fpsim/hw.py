@@ -11,6 +11,8 @@ decided, outside ``PRESETS``, which holds the presets recorded against MMA-Sim.
 ``MI300``, ``MI300_BF16`` and ``MI300_XF32`` are AMD CDNA3's fp16, bf16 and xf32 ``mfma``
 (``align="round_down"``, MMA-Sim's model), recorded against MMA-Sim too but outside
 ``PRESETS``: the backends' kernels do not run them (``BlockFMA.params`` refuses them).
+``mi200_mfma`` and ``mi100_mfma`` are CDNA2's and CDNA1's fp16 and bf16 ``mfma``, which are
+not a block FMA (rounded additions in pairs; one exact sum rounded once).
 
 Examples
 --------
@@ -44,7 +46,8 @@ __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS",
            "V100", "T4", "A100", "L40", "H100", "B200", "RTX5090", "A100_BF16", "L40_BF16",
            "H100_BF16", "B200_BF16", "RTX5090_BF16", "L40_FP8", "H100_FP8", "H100_FP8_F16",
            "B200_FP8", "RTX5090_FP8", "E8M13", "H100_TF32", "H100_F16", "h100_fp8_mma",
-           "ALIGNMENTS", "MI300", "MI300_BF16", "MI300_XF32", "mi200_mfma"]
+           "ALIGNMENTS", "MI300", "MI300_BF16", "MI300_XF32", "mi200_mfma",
+           "mi100_mfma"]
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
 # Mikaitis, "Accurate models of NVIDIA tensor cores" (2025); Xie et al., "MMA-Sim"
@@ -241,34 +244,17 @@ def mi200_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp16",
     >>> fpsim.hw.mi200_mfma([[1.0]], [[1.0]], input="bf16", group=2)
     Traceback (most recent call last):
     ...
-    ValueError: mi200_mfma: K must be a multiple of group 2, got A of shape (1, 1)
+    ValueError: mi200_mfma: K must be a multiple of 2, got A of shape (1, 1)
     """
     import numpy as np
 
-    from fpsim._inputs import array_module, as_dtype, result_dtype
+    from fpsim._inputs import as_dtype
     from fpsim.arithmetic import add
     from fpsim.rounding import round as round_to
 
-    if input not in ("fp16", "bf16"):
-        raise ValueError(f"mi200_mfma: input must be fp16 or bf16, got {input!r}")
     if isinstance(group, bool) or group not in (2, 4):
         raise ValueError(f"mi200_mfma: group must be 2 or 4, got {group!r}")
-    xp = array_module([a, b])
-    dtype = result_dtype(xp.asarray(a), xp.asarray(b), np.float32)
-    x, y = xp.asarray(a, dtype=np.float64), xp.asarray(b, dtype=np.float64)
-    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2] or x.shape[-1] % group:
-        what = ("a multiple of group " + str(group) if x.ndim >= 2 and y.ndim >= 2
-                and x.shape[-1] == y.shape[-2] else "A's last and B's second-last dimension")
-        raise ValueError(f"mi200_mfma: K must be {what}, got A of shape {x.shape}"
-                         + ("" if "group" in what else f" and B of shape {y.shape}"))
-    shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
-    acc = xp.zeros(shape) if c is None else xp.broadcast_to(
-        xp.asarray(c, dtype=np.float64), shape).copy()
-    for name, v, fmt in (("A", x, input), ("B", y, input), ("c", acc, "fp32")):
-        with np.errstate(all="ignore"):
-            held = (round_to(v, fmt) == v) | xp.isnan(v)
-        if not bool(held.all()):
-            raise ValueError(f"mi200_mfma: {name} holds values that are not {fmt} values")
+    xp, x, y, acc, dtype = _mfma_operands("mi200_mfma", a, b, c, input, group)
     least = fpsim_format(input).smallest_normal
     tiny = fpsim_format("fp32").smallest_normal
 
@@ -288,3 +274,119 @@ def mi200_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp16",
             s = fadd(p[0], p[1]) if group == 2 else fadd(fadd(p[0], p[1]), fadd(p[2], p[3]))
             acc = fadd(acc, s)
     return as_dtype(acc, dtype)
+
+
+def mi100_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp16") -> _Any:
+    """``A @ B + c`` as AMD's CDNA1 (MI100) fp16 and bf16 ``mfma`` computes it, chained over K.
+
+    MMA-Sim's model (``mmasim/amd/sim.py``, ``MMA_E_FDPA`` and ``e_fdpa`` in
+    ``mmasim/arithmetic/fdpa.py``): per step of 4 products (fp16) or 2 (bf16), in k
+    order, c and the products are added exactly and the sum rounded once to nearest
+    even binary32 (subnormals kept, +-inf beyond the range); an exactly zero sum is +0,
+    and a step with an infinite or NaN input gives the IEEE sum. An exact sum across
+    binary32's range is wider than a ``BlockFMA``'s 64-bit integers, so it is a function:
+    the sum is distilled exactly in binary64 (Knuth's TwoSum, repeated until it no
+    longer changes) and rounded from there. Source: MMA-Sim, checked against its
+    recorded outputs (``tests/test_mmasim_records.py``); no AMD GPU has checked it here.
+
+    Parameters
+    ----------
+    a, b : array_like
+        A (..., M, K) and B (..., K, N), values of ``input``.
+    c : array_like, optional
+        The initial accumulator, binary32 values broadcast to (..., M, N); default +0.
+    input : {"fp16", "bf16"}, default "fp16"
+        The inputs' format (4 products a step for fp16, 2 for bf16).
+
+    Returns
+    -------
+    numpy.ndarray
+        The binary32 result, as ``mi200_mfma``'s.
+
+    Raises
+    ------
+    ValueError
+        An unknown input format, shapes that do not multiply, K not a multiple of the
+        step, or inputs that are not values of their formats.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> a = [[1.0, 2.0**-12, 2.0**-12, 0.0]]
+    >>> b = [[1.0], [2.0**-12], [2.0**-12], [0.0]]
+    >>> fpsim.hw.mi100_mfma(a, b).tolist()  # 1 + 2**-23 exactly
+    [[1.0000001192092896]]
+    >>> fpsim.hw.mi100_mfma([[2.0**10, 2.0**-20]], [[2.0**10], [-(2.0**-20)]],
+    ...                     c=-(2.0**20), input="bf16").tolist()  # -2**-40, kept
+    [[-9.094947017729282e-13]]
+    """
+    import numpy as np
+
+    from fpsim._inputs import as_dtype
+    from fpsim.rounding import round as round_to
+
+    step = 4 if input == "fp16" else 2
+    xp, x, y, acc, dtype = _mfma_operands("mi100_mfma", a, b, c, input, step)
+    with np.errstate(all="ignore"):
+        for k0 in range(0, x.shape[-1], step):
+            terms = [acc] + [x[..., :, k, None] * y[..., None, k, :]
+                             for k in range(k0, k0 + step)]
+            naive = sum(terms[1:], terms[0])
+            bad = ~xp.isfinite(naive)
+            # Distil: after passes that change nothing, S = p[-1] + p[-2] + ..., each
+            # |p[k]| at most half an ulp of p[k + 1]: p[-1] is within an ulp of S.
+            p = [xp.where(bad, 0.0, t) for t in terms]
+            for _ in range(200):
+                before = list(p)
+                for k in range(len(p) - 1):
+                    p[k + 1], p[k] = _two_sum(p[k + 1], p[k])
+                if all(bool((u == v).all()) for u, v in zip(p, before, strict=True)):
+                    break
+            else:  # pragma: no cover - TwoSum distillation of a few terms converges
+                raise RuntimeError("mi100_mfma: the exact sum did not converge")
+            top, rest = p[-1], p[-2]
+            # Only a binary32 midpoint in p[-1] needs the rest: its sign breaks the tie.
+            low, high = round_to(top, "fp32", "down"), round_to(top, "fp32", "up")
+            beyond = 2.0 ** (fpsim_format("fp32").emax + 1)
+            middle = (xp.clip(low, -beyond, beyond) + xp.clip(high, -beyond, beyond)) / 2 == top
+            rounded = xp.where(middle & (rest > 0), high, xp.where(
+                middle & (rest < 0), low, round_to(top, "fp32")))
+            acc = xp.where(bad, naive, xp.where(top == 0, 0.0, rounded))
+    return as_dtype(acc, dtype)
+
+
+def _two_sum(u: _Any, v: _Any) -> tuple[_Any, _Any]:
+    """Knuth's TwoSum: (s, e) with s = fl(u + v) and s + e = u + v exactly (finite u, v)."""
+    s = u + v
+    back = s - v
+    return s, (u - back) + (v - (s - back))
+
+
+def _mfma_operands(who: str, a: _Any, b: _Any, c: _Any, input: str,
+                   step: int) -> tuple[_Any, _Any, _Any, _Any, _Any]:
+    """(xp, A, B, c broadcast to the result, result dtype) of an AMD ``mfma`` function,
+    checked: fp16 or bf16 inputs, K a multiple of ``step``, every value of its format."""
+    import numpy as np
+
+    from fpsim._inputs import array_module, result_dtype
+    from fpsim.rounding import round as round_to
+
+    if input not in ("fp16", "bf16"):
+        raise ValueError(f"{who}: input must be fp16 or bf16, got {input!r}")
+    xp = array_module([a, b])
+    dtype = result_dtype(xp.asarray(a), xp.asarray(b), np.float32)
+    x, y = xp.asarray(a, dtype=np.float64), xp.asarray(b, dtype=np.float64)
+    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
+        raise ValueError(f"{who}: K must be A's last and B's second-last dimension, got A of"
+                         f" shape {x.shape} and B of shape {y.shape}")
+    if x.shape[-1] % step:
+        raise ValueError(f"{who}: K must be a multiple of {step}, got A of shape {x.shape}")
+    shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
+    acc = xp.zeros(shape) if c is None else xp.broadcast_to(
+        xp.asarray(c, dtype=np.float64), shape).copy()
+    for name, v, fmt in (("A", x, input), ("B", y, input), ("c", acc, "fp32")):
+        with np.errstate(all="ignore"):
+            held = (round_to(v, fmt) == v) | xp.isnan(v)
+        if not bool(held.all()):
+            raise ValueError(f"{who}: {name} holds values that are not {fmt} values")
+    return xp, x, y, acc, dtype

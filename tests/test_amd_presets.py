@@ -1,6 +1,6 @@
-"""AMD CDNA3's matrix cores (``fpsim.hw.MI300``, ``MI300_BF16``, ``MI300_XF32``) and CDNA2's
-(``fpsim.hw.mi200_mfma``) against exact rational references, and
-``BlockFMA(align="round_down")``'s checks.
+"""AMD CDNA3's matrix cores (``fpsim.hw.MI300``, ``MI300_BF16``, ``MI300_XF32``), CDNA2's
+(``fpsim.hw.mi200_mfma``) and CDNA1's (``fpsim.hw.mi100_mfma``) against exact rational
+references, and ``BlockFMA(align="round_down")``'s checks.
 
 The reference is MMA-Sim's rule for CDNA3's fp16, bf16 and xf32 ``mfma`` (Xie et al.,
 arXiv 2511.10909; ``mmasim`` 2.1.1, ``mmasim/amd/sim.py`` and ``tr_fdpa`` in
@@ -22,6 +22,11 @@ inputs below their format's least normal (zeros included) are +0, and so is a su
 each product is rounded to nearest even binary32, each addition is ``reference.ref_add``
 in binary32, and a subnormal product or sum becomes a zero of its sign; per group of 4,
 c + ((p0 + p1) + (p2 + p3)), or per pair c + (p0 + p1).
+
+CDNA1's is MMA-Sim's ``MMA_E_FDPA`` (``e_fdpa``): per step of 4 products (fp16) or 2
+(bf16), c plus the products as a Fraction, rounded once to nearest even binary32
+(``reference.ref_round``); an exactly zero sum is +0, and a step with a nonfinite input
+gives the IEEE sum.
 """
 
 from __future__ import annotations
@@ -482,7 +487,7 @@ def test_mi200_shapes_and_refusals():
                           ({"group": True}, "group must be 2 or 4")):
         with pytest.raises(ValueError, match=match):
             fpsim.hw.mi200_mfma([[1.0] * 4], [[1.0]] * 4, **kwargs)
-    with pytest.raises(ValueError, match="multiple of group 4"):
+    with pytest.raises(ValueError, match="multiple of 4"):
         fpsim.hw.mi200_mfma([[1.0] * 3], [[1.0]] * 3)
     with pytest.raises(ValueError, match="last and B's second-last"):
         fpsim.hw.mi200_mfma([[1.0] * 4], [[1.0]] * 3)
@@ -496,15 +501,115 @@ def test_mi200_shapes_and_refusals():
         fpsim.hw.mi200_mfma([[1.0] * 4], [[1.0]] * 4, c=0.1)
 
 
+@st.composite
+def steps(draw, fmt: str, step: int):
+    """(a, b, c): one to three instruction steps of ``step`` products."""
+    k = draw(st.integers(1, 3)) * step
+    special = draw(st.booleans())
+    a = draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+    b = draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+    c = draw(st.one_of(st.just(0.0), st.just(-0.0), values("fp32", nonfinite=special)))
+    return a, b, c
+
+
 @pytest.mark.parametrize(("fmt", "group"), [("fp16", 4), ("bf16", 4), ("bf16", 2)])
 def test_mi200_against_the_rational_reference(fmt, group):
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
-    @given(st.integers(1, 3), st.booleans(), st.data())
-    def run(groups, special, data):
-        k = groups * group
-        a = data.draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
-        b = data.draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
-        c = data.draw(st.one_of(st.just(0.0), st.just(-0.0), values("fp32", nonfinite=special)))
-        check_mi200(a, b, c, fmt, group)
+    @given(steps(fmt, group))
+    def run(problem):
+        check_mi200(*problem, fmt, group)
+
+    run()
+
+
+# --- CDNA1: fpsim.hw.mi100_mfma ---------------------------------------------------------------
+
+
+def ref_mi100(a, b, c: float, fmt: str) -> float:
+    step = 4 if fmt == "fp16" else 2
+    for k0 in range(0, len(a), step):
+        pairs = list(zip(a[k0:k0 + step], b[k0:k0 + step], strict=True))
+        if not all(math.isfinite(v) for v in [c, *a[k0:k0 + step], *b[k0:k0 + step]]):
+            with np.errstate(all="ignore"):
+                c = float(np.float64(c) + sum(np.float64(x) * np.float64(y) for x, y in pairs))
+            continue
+        total = Fraction(c) + sum(Fraction(x) * Fraction(y) for x, y in pairs)
+        if total == 0:
+            c = 0.0
+        else:
+            c = math.copysign(ref_round(total, "fp32", "nearest_even")[0], total)
+    return c
+
+
+def check_mi100(a, b, c, fmt="fp16"):
+    want = ref_mi100(a, b, c, fmt)
+    got = fpsim.hw.mi100_mfma(np.array([a], np.float64), np.array(b, np.float64)[:, None],
+                              c=c, input=fmt)
+    got = float(np.asarray(got, np.float64)[0, 0])
+    assert same_bits(got, want), f"{fmt}: a={a} b={b} c={c}: want {want!r}, got {got!r}"
+    return got
+
+
+def test_mi100_rounds_the_exact_sum_once():
+    """Ties and cancellation across the whole range: the step's exact sum, rounded once."""
+    # 1 + 2**-24 + 2**-48: above the tie (one rounding of the exact sum), not 1.
+    assert check_mi100([1.0, 2.0**-12, 2.0**-24, 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0],
+                       0.0) == 1 + 2.0**-23
+    assert check_mi100([1.0, 2.0**-12, -(2.0**-24), 0.0], [1.0, 2.0**-12, 2.0**-24, 0.0],
+                       0.0) == 1.0
+    assert check_mi100([1.0, 2.0**-12, 0.0, 0.0], [1.0, 2.0**-12, 0.0, 0.0], 0.0) == 1.0
+    # c = 2**127 cancels exactly, leaving a product 250 binades below it.
+    assert check_mi100([2.0**-60, 2.0**63], [2.0**-60, 2.0**64], -(2.0**127),
+                       "bf16") == 2.0**-120
+    # A tie decided by a term 2**-149 far below: (2**24 + 1) + 2**-149 rounds up.
+    assert check_mi100([2.0**12, 1.0], [2.0**12, 1.0], 2.0**-149, "bf16") == 2.0**24 + 2
+    assert check_mi100([2.0**12, 1.0], [2.0**12, 1.0], -(2.0**-149), "bf16") == 2.0**24
+    assert check_mi100([2.0**12, 1.0], [2.0**12, 1.0], 0.0, "bf16") == 2.0**24
+
+
+def test_mi100_subnormals_zero_signs_overflow_and_nonfinite():
+    assert check_mi100([2.0**-24, 0.0, 0.0, 0.0], [2.0**-24, 0.0, 0.0, 0.0], 0.0) == 2.0**-48
+    got = check_mi100([-(2.0**-100), 0.0], [2.0**-60, 0.0], 0.0, "bf16")
+    assert got == 0 and math.copysign(1, got) < 0  # a negative sum below 2**-150
+    for a, c in (([-0.0] * 4, -0.0), ([1.0, -1.0, 0.0, 0.0], -0.0), ([1.0, 0, 0, 0], -1.0)):
+        got = check_mi100(a, [1.0] * 4, c)
+        assert got == 0 and math.copysign(1, got) > 0
+    top = float(np.finfo(np.float32).max)
+    assert check_mi100([2.0**15, 0.0, 0.0, 0.0], [2.0**15, 0.0, 0.0, 0.0], top) == top
+    assert check_mi100([2.0**103, 0.0], [1.0, 0.0], top, "bf16") == math.inf  # the tie
+    assert check_mi100([2.0**103, -1.0], [1.0, 2.0**-100], top, "bf16") == top
+    assert check_mi100([2.0**100, 2.0**100], [2.0**100, -(2.0**100)], 1.0, "bf16") == 1.0
+    assert math.isnan(check_mi100([math.nan, 1.0, 1.0, 1.0], [1.0] * 4, 1.0))
+    assert math.isnan(check_mi100([math.inf, 1.0, 1.0, 1.0], [0.0] * 4, 1.0))
+    assert check_mi100([math.inf, 1.0], [2.0, 1.0], 1.0, "bf16") == math.inf
+    assert check_mi100([1.0] * 4, [1.0] * 4, -math.inf) == -math.inf
+
+
+def test_mi100_shapes_and_refusals():
+    rng = np.random.default_rng(9)
+    a = np.asarray(fpsim.round(rng.normal(size=(3, 6)) * 2.0 ** rng.integers(-40, 40, (3, 6)),
+                               "bf16"), np.float64)
+    b = np.asarray(fpsim.round(rng.normal(size=(2, 6, 2)), "bf16"), np.float64)
+    got = fpsim.hw.mi100_mfma(a, b, c=[[0.25, -0.5]], input="bf16")
+    assert got.shape == (2, 3, 2)
+    for g in range(2):
+        for i in range(3):
+            for j in range(2):
+                want = ref_mi100(list(a[i]), list(b[g, :, j]), [0.25, -0.5][j], "bf16")
+                assert same_bits(got[g, i, j], want)
+    with pytest.raises(ValueError, match="mi100_mfma: input must be fp16 or bf16"):
+        fpsim.hw.mi100_mfma([[1.0] * 4], [[1.0]] * 4, input="tf32")
+    with pytest.raises(ValueError, match="mi100_mfma: K must be a multiple of 4"):
+        fpsim.hw.mi100_mfma([[1.0] * 2], [[1.0]] * 2)
+    with pytest.raises(ValueError, match="A holds values that are not bf16"):
+        fpsim.hw.mi100_mfma([[1.0 + 2.0**-10] * 2], [[1.0]] * 2, input="bf16")
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+def test_mi100_against_the_rational_reference(fmt):
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+    @given(steps(fmt, 4 if fmt == "fp16" else 2))
+    def run(problem):
+        check_mi100(*problem, fmt)
 
     run()

@@ -5,7 +5,8 @@ each preset's instruction (V100, T4, A100, L40, H100, B200, RTX5090 on fp16, bf1
 tf32 inputs as fpsim models them; the fp8 presets on every pairing of e4m3 and e5m2,
 and Blackwell's f8f6f4 ones on every pairing with fp6 e3m2/e2m3 and fp4 e2m1; AMD's
 fp32 mfma of CDNA1-3, CDNA3's fp16, bf16 and xf32 mfma as fpsim.hw.MI300, MI300_BF16
-and MI300_XF32, and CDNA2's fp16 and bf16 as fpsim.hw.mi200_mfma),
+and MI300_XF32, CDNA2's fp16 and bf16 as fpsim.hw.mi200_mfma and CDNA1's as
+fpsim.hw.mi100_mfma),
 written by tests/data/make_mmasim_records.py; this test reads only the
 recording (neither torch nor mmasim is needed). Nine classes of input: random, wide
 range, cancelling, subnormal, non-finite, absorbing, zero factors, overflowing and
@@ -297,5 +298,29 @@ def test_cdna2_mfma_is_mmasim_bit_for_bit(key, group):
         assert bad.size == 0, (key, how, bad[:5], mine[bad[:5]], theirs[bad[:5]])
     theirs = data[f"{key}_single"].view(np.float32)
     assert (theirs[rows("subnormal")] == 0).any() and np.isnan(theirs).any()
+    if fmt == "bf16":
+        assert (np.isinf(theirs) & np.isfinite(c))[rows("overflow")].any()
+
+
+@pytest.mark.parametrize("key", ["MI100_fp16", "MI100_bf16"])
+def test_cdna1_mfma_is_mmasim_bit_for_bit(key):
+    """fpsim.hw.mi100_mfma equals MMA-Sim's CDNA1 fp16 and bf16 mfma (MMA_E_FDPA: the exact
+    sum of 4 or 2 products and c, rounded once to nearest even) on every class, one
+    instruction and chained, zero signs included; the recording reaches NaN, and +-inf
+    from finite inputs (bf16)."""
+    data = records()[0]
+    fmt = key.split("_")[1]
+    a, b, c = inputs(data, fmt)
+    step = ABOUT["amd"][key][2]
+    assert step == (4 if fmt == "fp16" else 2)
+    for how, k in (("single", step), ("chained", ABOUT["K"])):
+        got = fpsim.hw.mi100_mfma(a[:, None, :k], b[:, :k, None], c=c[:, None, None],
+                                  input=fmt)
+        mine = np.asarray(got, np.float32).reshape(-1)
+        theirs = data[f"{key}_{how}"].view(np.float32)
+        bad = np.flatnonzero(~same(mine, theirs))
+        assert bad.size == 0, (key, how, bad[:5], mine[bad[:5]], theirs[bad[:5]])
+    theirs = data[f"{key}_single"].view(np.float32)
+    assert np.isnan(theirs).any()
     if fmt == "bf16":
         assert (np.isinf(theirs) & np.isfinite(c))[rows("overflow")].any()
