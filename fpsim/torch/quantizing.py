@@ -1,0 +1,103 @@
+"""Block-scaled quantization of a tensor, differentiably: ``fpsim.quantize`` then
+``fpsim.dequantize`` forward (the values the quantized tensor stands for), the gradient
+straight through (as torchao's and microxcaling's MX emulation pass it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+
+from fpsim.quantize.quantized import dequantize
+from fpsim.quantize.quantized import quantize as fpsim_quantize
+from fpsim.torch.exchange import float_tensor, to_array, to_tensor
+
+if TYPE_CHECKING:
+    from fpsim.quantize.schemes import Scheme
+
+
+class QuantizeFunction(torch.autograd.Function):
+    """The autograd function under ``quantize``: ``QuantizeFunction.apply(t, scheme,
+    options)``, ``options`` being ``fpsim.quantize``'s keyword arguments.
+
+    Examples
+    --------
+    >>> import torch
+    >>> t = torch.tensor([[1.0, 0.3, 5.0, 100.0]])
+    >>> QuantizeFunction.apply(t, "per_tensor", {}).tolist()
+    [[1.0044642686843872, 0.3069196343421936, 4.910714149475098, 100.0]]
+    """
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor, scheme: str | Scheme,
+                options: dict[str, Any]) -> torch.Tensor:
+        """The forward: the dequantized values of ``t`` quantized, in ``t``'s dtype."""
+        values = dequantize(fpsim_quantize(to_array(t), scheme, **options))
+        result = to_tensor(values)
+        return result if result.dtype == t.dtype else result.to(t.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        """The backward: the gradient straight through."""
+        return grad, None, None
+
+
+# torch.autograd.Function.apply is unannotated: its type here is QuantizeFunction's.
+_apply = cast(Callable[[torch.Tensor, "str | Scheme", dict[str, Any]], torch.Tensor],
+              QuantizeFunction.apply)
+
+
+def quantize(t: torch.Tensor, scheme: str | Scheme, axis: int = -1, *,
+             scale_rule: str | None = None, rounding: str = "nearest_even",
+             subnormals: bool = True, seed: int | None = None,
+             random_bits: int | None = None, pad: bool = False) -> torch.Tensor:
+    """A tensor quantized to a block-scaled format and dequantized, differentiably.
+
+    The forward is ``fpsim.dequantize(fpsim.quantize(t, scheme, ...))`` (MX, NVFP4,
+    blockwise FP8, current scaling: ``docs/block-scaled.md``), in ``t``'s dtype; the
+    backward passes the gradient straight through.
+
+    Parameters
+    ----------
+    t : torch.Tensor
+        A float16, bfloat16, float32 or float64 CPU tensor (``fpsim.quantize`` takes host
+        arrays: a CUDA tensor is refused).
+    scheme, axis, scale_rule, rounding, subnormals, seed, random_bits, pad
+        As ``fpsim.quantize``'s.
+
+    Returns
+    -------
+    torch.Tensor
+        The values the quantized tensor stands for, of ``t``'s shape and dtype. fpsim
+        dequantizes exactly in float64; torch converts that to ``t``'s dtype (nearest even:
+        exact for the MX schemes, whose values are elements times powers of two, wherever
+        the dtype reaches; NVFP4's and blockwise FP8's products can round once in float32).
+
+    Raises
+    ------
+    TypeError
+        ``t`` is not a floating-point tensor.
+    ValueError
+        A CUDA tensor; fpsim.quantize's own errors (an unknown scheme, scale rule or mode,
+        an axis length that is not a multiple of the block without ``pad``, ...).
+
+    Examples
+    --------
+    >>> import torch
+    >>> import fpsim.torch
+    >>> t = torch.tensor([[0.1, 1.0, 3.0, 300.0] * 8], requires_grad=True)
+    >>> y = fpsim.torch.quantize(t, "mxfp8_e4m3")
+    >>> y[0, :4].tolist()
+    [0.1015625, 1.0, 3.0, 288.0]
+    >>> y.sum().backward()
+    >>> bool((t.grad == 1.0).all())
+    True
+    """
+    t = float_tensor(t)
+    if t.device.type != "cpu":
+        raise ValueError(f"t is on {t.device}: fpsim.quantize takes host arrays (CPU tensors); "
+                         "move it with .cpu() first")
+    options = {"axis": axis, "scale_rule": scale_rule, "rounding": rounding,
+               "subnormals": subnormals, "seed": seed, "random_bits": random_bits, "pad": pad}
+    return _apply(t, scheme, options)

@@ -1,0 +1,83 @@
+"""fpsim.torch.quantize: fpsim.quantize then fpsim.dequantize on the tensor's data, in its
+dtype, with the gradient straight through."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+
+import fpsim  # noqa: E402
+import fpsim.torch  # noqa: E402
+
+SCHEMES = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4", "fp8_block1x128",
+           "per_tensor", "per_row"]
+
+
+def data(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_forward_is_fpsims_quantize_and_dequantize(scheme):
+    x = data((4, 256)).astype(np.float32)
+    got = fpsim.torch.quantize(torch.from_numpy(x), scheme)
+    want = fpsim.dequantize(fpsim.quantize(x, scheme)).astype(np.float32)
+    assert got.dtype == torch.float32
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_options_reach_fpsim_quantize():
+    x = data((3, 40), seed=1)
+    t = torch.from_numpy(x)  # float64
+    got = fpsim.torch.quantize(t, "mxfp4_e2m1", 0, scale_rule="ceil", rounding="stochastic",
+                               seed=4, random_bits=6, pad=True, subnormals=False)
+    want = fpsim.dequantize(fpsim.quantize(x, "mxfp4_e2m1", 0, scale_rule="ceil",
+                                           rounding="stochastic", seed=4, random_bits=6,
+                                           pad=True, subnormals=False))
+    assert got.dtype == torch.float64
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype, npdtype", [(torch.float16, np.float16),
+                                            (torch.bfloat16, ml_dtypes.bfloat16)])
+def test_narrow_dtypes_hold_the_mx_values_exactly(dtype, npdtype):
+    x = data((2, 64), seed=2).astype(npdtype)
+    t = torch.from_numpy(x.astype(np.float32)).to(dtype)
+    got = fpsim.torch.quantize(t, "mxfp8_e4m3")
+    want = fpsim.dequantize(fpsim.quantize(x, "mxfp8_e4m3"))
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.double().numpy(), want)  # exact: no rounding to dtype
+
+
+def test_the_gradient_passes_straight_through():
+    t = torch.from_numpy(data((2, 32), seed=3)).requires_grad_()
+    g = torch.from_numpy(data((2, 32), seed=4))
+    fpsim.torch.quantize(t, "mxfp8_e5m2").backward(g)
+    assert torch.equal(t.grad, g)
+
+
+def test_hostile_input():
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        fpsim.torch.quantize(np.zeros((1, 32)), "mxfp8_e4m3")
+    with pytest.raises(TypeError, match="floating-point tensor"):
+        fpsim.torch.quantize(torch.zeros((1, 32), dtype=torch.int32), "mxfp8_e4m3")
+    with pytest.raises(ValueError, match="unknown"):
+        fpsim.torch.quantize(torch.zeros((1, 32)), "mxfp9")
+    with pytest.raises(ValueError, match="multiple"):
+        fpsim.torch.quantize(torch.zeros((1, 33)), "mxfp8_e4m3")
+    assert fpsim.torch.quantize(torch.zeros((0, 32)), "mxfp8_e4m3").shape == (0, 32)
+    with pytest.raises(ValueError):  # numpy's AxisError: a 0-d tensor has no axis
+        fpsim.torch.quantize(torch.tensor(1.0), "mxfp8_e4m3")
+    with pytest.raises(ValueError, match="device meta"):
+        fpsim.torch.quantize(torch.zeros((1, 32), device="meta"), "mxfp8_e4m3")
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_are_refused():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA torch")
+    with pytest.raises(ValueError, match="takes host arrays"):
+        fpsim.torch.quantize(torch.zeros((1, 32), device="cuda"), "mxfp8_e4m3")
