@@ -58,43 +58,13 @@ class SharedResults:
                     break
 
 
-def _lock_numba_cache_files() -> None:
-    """Make Numba's on-disk cache safe for several workers compiling at once.
-
-    Numba (0.68) writes each cache file atomically, but adds a signature in three steps
-    (read the index, write the index, write the numbered data file): two processes adding
-    different signatures of one function at once can take the same data file, and the
-    index of one then names the other's code. Here the workers hold one lock file while
-    they add (exclusive) or load (shared) a cache entry."""
-    import fcntl
-    import tempfile
-
-    from numba.core import caching
-
-    cache_file = getattr(caching, "IndexDataCacheFile", None)
-    if cache_file is None or not all(hasattr(cache_file, m) for m in ("save", "load")):
-        return
-    path = os.path.join(tempfile.gettempdir(), "fpsim-pytest-numba-cache.lock")
-
-    def locked(method, mode):
-        @functools.wraps(method)
-        def run(self, *args, **kwargs):
-            with open(path, "a") as lock:
-                fcntl.flock(lock, mode)
-                try:
-                    return method(self, *args, **kwargs)
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
-        return run
-
-    cache_file.save = locked(cache_file.save, fcntl.LOCK_EX)
-    cache_file.load = locked(cache_file.load, fcntl.LOCK_SH)
-
-
 def pytest_configure(config):
     config.pluginmanager.register(SharedResults(), "fpsim-shared-results")
     if XDIST_WORKER and os.name == "posix":
-        _lock_numba_cache_files()
+        # The workers share Numba's on-disk cache: safely, and each kernel compiled once.
+        import numba_shared_cache
+
+        numba_shared_cache.install()
 
 
 # Each test's last duration (setup, call and teardown), kept in pytest's cache.
