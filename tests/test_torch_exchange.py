@@ -7,6 +7,7 @@ torch = pytest.importorskip("torch")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
+from torch_cuda import skip_without_cuda  # noqa: E402
 
 from fpsim.torch import to_array, to_tensor  # noqa: E402
 
@@ -78,19 +79,9 @@ def test_to_tensor_refuses_what_is_not_an_array():
         to_tensor(np.zeros(2, dtype=ml_dtypes.float8_e4m3fn))
 
 
-def _cuda_ready():
-    if not torch.cuda.is_available():
-        return "no CUDA torch"
-    from fpsim.backends import gpu_missing
-
-    return gpu_missing()
-
-
 @pytest.mark.gpu
 def test_a_cuda_tensor_is_a_cupy_array_on_its_memory():
-    missing = _cuda_ready()
-    if missing:
-        pytest.skip(missing)
+    skip_without_cuda()
     import cupy
 
     t = torch.arange(6, dtype=torch.float32, device="cuda")

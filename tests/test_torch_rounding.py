@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from torch.autograd.gradcheck import GradcheckError  # noqa: E402
+from torch_cuda import skip_without_cuda  # noqa: E402
 
 import fpsim  # noqa: E402
 import fpsim.torch  # noqa: E402
@@ -288,12 +289,7 @@ def test_bfloat16_goes_through_ml_dtypes_on_the_cpu():
 
 @pytest.mark.gpu
 def test_cuda_tensors_give_the_cpus_bits():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA torch")
-    from fpsim.backends import gpu_missing
-
-    if gpu_missing():
-        pytest.skip(gpu_missing())
+    skip_without_cuda()
     rng = np.random.default_rng(2)
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
         t = torch.from_numpy(rng.standard_normal(5000) * 1e3).to(dtype)
