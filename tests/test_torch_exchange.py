@@ -62,6 +62,11 @@ def test_to_array_takes_float_tensors_only(dtype):
         to_array(torch.zeros(2, dtype=dtype))
 
 
+def test_to_array_refuses_sparse_tensors():
+    with pytest.raises(TypeError, match="torch.sparse_coo tensor; fpsim.torch takes dense"):
+        to_array(torch.eye(3).to_sparse())
+
+
 def test_to_array_refuses_other_devices():
     with pytest.raises(ValueError, match="device meta"):
         to_array(torch.empty(2, device="meta"))

@@ -29,8 +29,8 @@ _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def float_tensor(t: object, name: str = "t") -> torch.Tensor:
-    """``t`` if it is a floating-point torch tensor on a device fpsim takes; else a
-    TypeError (not a tensor, or not of a float dtype) or ValueError (another device).
+    """``t`` if it is a dense floating-point torch tensor on a device fpsim takes; else a
+    TypeError (not a tensor, not of a float dtype, sparse) or ValueError (another device).
 
     Examples
     --------
@@ -47,6 +47,9 @@ def float_tensor(t: object, name: str = "t") -> torch.Tensor:
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{name} must be a floating-point tensor (float16, bfloat16, float32 or "
                         f"float64), got {t.dtype}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} is a {t.layout} tensor; fpsim.torch takes dense (strided) "
+                        "tensors: convert it with .to_dense() first")
     if t.device.type not in DEVICES:
         raise ValueError(f"{name} is on device {t.device}; fpsim.torch takes CPU and CUDA "
                          "tensors")
