@@ -1,6 +1,3 @@
-# mypy: ignore-errors
-# (As pyproject.toml exempts cuda_loops and cupy_backend: Numba compiles the kernels below
-# from Python functions on scalars; mypy cannot check what Numba infers.)
 """Tiled products on the GPU: sequential accumulation where the GPU's own arithmetic is exact.
 
 The generic loops of ``cuda_loops`` run one thread per output element and round every
