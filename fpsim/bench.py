@@ -177,9 +177,12 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
             a = fpsim.round(x, fmt, saturate=True)
             b = fpsim.round(xp.asarray(inputs(n, seed=1)), fmt, saturate=True)
             c = fpsim.round(xp.asarray(inputs(n, seed=2)), fmt, saturate=True)
-            row("add", fmt, partial(fpsim.add, a, b, fmt), BINARY64.name)
-            row("mul", fmt, partial(fpsim.mul, a, b, fmt), BINARY64.name)
-            row("fma", fmt, partial(fpsim.fma, a, b, c, fmt), BINARY64.name)
+            spec = make_spec(fpsim.format(fmt), "nearest_even", True, False, None)
+            for op, func in (("add", partial(fpsim.add, a, b, fmt)),
+                             ("mul", partial(fpsim.mul, a, b, fmt)),
+                             ("fma", partial(fpsim.fma, a, b, c, fmt))):
+                row(op, fmt, func, kind(f"op_{op}", a.dtype, np.dtype(np.float32), spec,
+                                        check=True, size=a.size))
     return rows
 
 
@@ -658,10 +661,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs > 1:
             print(f"(kernels compiled ahead in {args.jobs} processes: "
                   f"{compile_ahead(args.backend, args.jobs):.0f} s)")
-        print(f"{'operation':34} {'format':9} {'kernel':9} {'M elem/s':>10} {'x copy':>8}")
+        print(f"{'operation':34} {'format':9} {'kernel':13} {'M elem/s':>10} {'x copy':>8}")
         rows = run(args.n, args.repeats, args.backend)
         for what, fmt, kernel, rate, ratio in rows:
-            print(f"{what:34} {fmt:9} {kernel:9} {rate:10.1f} {ratio:8.3f}")
+            print(f"{what:34} {fmt:9} {kernel:13} {rate:10.1f} {ratio:8.3f}")
     if gpu:
         if args.which in ("all", "matmul"):
             print("\nproducts on the GPU: the tiled kernels (fpsim.backends.cuda_tiles) "

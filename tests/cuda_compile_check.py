@@ -6,8 +6,9 @@ checks the PTX: no ``fma`` instruction (but a hardware loop's own binary16/bfloa
 ``fma.rn``, which is fpsim's fma), and an explicit ``.rn`` on every f16/bf16/f32/f64
 add, sub and mul (ptxas never fuses those). Where ``ptxas`` and ``nvdisasm`` are found
 (PATH, or the nvidia-* wheels) it also assembles each kernel and checks the machine
-code: no DFMA/FFMA beyond those of the correctly rounded square root
-(``sqrt.rn.f64``, which ptxas expands with fused operations of its own).
+code: no DFMA/FFMA beyond those of the correctly rounded square root and division
+(``sqrt.rn.f64``, ``div.rn.f64``: ptxas expands each with fused operations of its own;
+the transcendental kernels divide).
 
 Flags, stochastic rounding and the operand check are arguments of each kernel, so
 one compilation holds every variant of it; both float64 and float32 arrays are built,
@@ -51,6 +52,7 @@ FMA = re.compile(r"^\s*fma\.", re.M)
 # fpsim's fma itself (cuda_hardware), not a contraction.
 HALF_FMA = re.compile(r"^\s*fma\.rn\.(f16|bf16)\s", re.M)
 SQRT = re.compile(r"^\s*sqrt\.rn\.f64\b", re.M)
+DIV = re.compile(r"^\s*div\.rn\.f64\b", re.M)
 SASS_FMA = re.compile(r"\b([DFH]FMA)\b")
 
 
@@ -197,8 +199,9 @@ def sass_fma(ptx: str, cc: tuple, tools: tuple[str, str]) -> dict[str, int]:
     return counts
 
 
-def sqrt_fma(cc: tuple, tools) -> dict[str, int]:
-    """Fused operations ptxas uses for one correctly rounded binary64 square root."""
+def expansion_fma(cc: tuple, tools, op: str) -> dict[str, int]:
+    """Fused operations ptxas uses for one correctly rounded binary64 ``op`` ("sqrt" or
+    "div")."""
     from numba import cuda
     from numba.cuda.typing.typeof import typeof
 
@@ -209,26 +212,34 @@ def sqrt_fma(cc: tuple, tools) -> dict[str, int]:
         if i < x.size:
             out[i] = math.sqrt(x[i])
 
+    def quotient(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = x[i] / out[i]
+
     v = np.zeros(2)
     with no_contraction():
-        ptx, _ = cuda.compile_ptx(root, (typeof(v), typeof(v)), cc=cc)
-    assert len(SQRT.findall(ptx)) == 1, "the reference kernel should hold one sqrt.rn.f64"
+        ptx, _ = cuda.compile_ptx(root if op == "sqrt" else quotient,
+                                  (typeof(v), typeof(v)), cc=cc)
+    pattern = SQRT if op == "sqrt" else DIV
+    assert len(pattern.findall(ptx)) == 1, f"the reference kernel should hold one {op}.rn.f64"
     return sass_fma(ptx, cc, tools)
 
 
 def check_variant(job) -> tuple[str, list[str], float]:
-    loop, kernel, dtype, cc, tools, per_sqrt, contraction_off, variant = job
+    loop, kernel, dtype, cc, tools, expansions, contraction_off, variant = job
     name = f"{loop}[{kernel or '-'}, {dtype}{', ' + variant if variant else ''}]"
     ptx, seconds = compile_one(loop, kernel, dtype, cc, contraction_off, variant)
     problems = ptx_problems(ptx, half_fma=variant.startswith("hardware:"))
     if tools:
         fused = sass_fma(ptx, cc, tools)
-        roots = len(SQRT.findall(ptx))
+        roots, divisions = len(SQRT.findall(ptx)), len(DIV.findall(ptx))
+        per_sqrt, per_div = expansions
         for op, count in fused.items():
-            allowed = roots * per_sqrt.get(op, 0)
+            allowed = roots * per_sqrt.get(op, 0) + divisions * per_div.get(op, 0)
             if count > allowed:
                 problems.append(f"{count} {op} in the machine code, {allowed} from "
-                                f"{roots} square root(s)")
+                                f"{roots} square root(s) and {divisions} division(s)")
     return name, problems, seconds
 
 
@@ -296,12 +307,15 @@ def check(cc: tuple, tools, jobs: int, report=None) -> int:
     if tools and None in tools:
         say(f"machine-code check skipped: ptxas={tools[0]} nvdisasm={tools[1]}")
         tools = None
-    per_sqrt = sqrt_fma(cc, tools) if tools else {}
+    per_sqrt = expansion_fma(cc, tools, "sqrt") if tools else {}
+    per_div = expansion_fma(cc, tools, "div") if tools else {}
     if tools:
-        say(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}")
-    control = ("elementwise", "op_fma", "float64", cc, tools, per_sqrt, False, "")
-    work = [control] + [(*j, cc, tools, per_sqrt, True, "") for j in variants()]
-    work += [(*j[:3], cc, tools, per_sqrt, True, j[3]) for j in lean_variants()]
+        say(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}, "
+            f"one div.rn.f64 {per_div}")
+    expansions = (per_sqrt, per_div)
+    control = ("elementwise", "op_fma", "float64", cc, tools, expansions, False, "")
+    work = [control] + [(*j, cc, tools, expansions, True, "") for j in variants()]
+    work += [(*j[:3], cc, tools, expansions, True, j[3]) for j in lean_variants()]
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = pool.map(check_variant, work)

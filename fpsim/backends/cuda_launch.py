@@ -254,7 +254,9 @@ def pack(argtypes: Sequence[Any], args: Sequence[Any],
         if array is not None:
             out += array[1]
         elif isinstance(a, tuple):
-            tag = (type(a), a)  # a Spec and a BlockSpec of equal fields are not one
+            # A Spec and a BlockSpec of equal fields are not one, nor are equal fields of
+            # other types (a binary32 lane's float32 fields pack unlike float64's).
+            tag = (type(a), a, tuple(type(v) for v in a))
             packed = None if tuples is None else tuples.get(tag)
             if packed is None:
                 packed = pack(list(ty.types), list(a))

@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 from numba import cuda
 
-from fpsim.backends import cuda_hardware, cuda_loops, cuda_registries, numba_lanes
+from fpsim.backends import cuda_hardware, cuda_loops, cuda_registries, cuda_tiles, numba_lanes
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
 from fpsim.backends.cuda_hardware import Path
@@ -417,6 +417,11 @@ class Backend:
         return narrow_arrays(np, x, out)
 
     def accumulate(self, A, B, C, out, spec, *, key, order, rounded, has_c, want_stats):
+        # Where the GPU's own arithmetic is exact: tiled kernels, the same bits (cuda_tiles).
+        counts = cuda_tiles.accumulate(self, A, B, C, out, spec, key=key, order=order,
+                                       rounded=rounded, has_c=has_c, want_stats=want_stats)
+        if counts is not None:
+            return counts
         per_group = A.shape[0] // max(B.shape[0], 1)
         stream = np.uint64(0 if key is None else key)
         if order == "pairwise":
