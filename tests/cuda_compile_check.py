@@ -15,7 +15,7 @@ one compilation holds every variant of it; both float64 and float32 arrays are b
 and the lean kernels (``LEAN``): the rounding on the binary32 encoding, loops
 specialised to a format and mode, and the hardware loops (``cuda_hardware``).
 
-    python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2] [--cache DIR]
+    python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2] [--cache DIR] [--representative]
 
 With ``--cache DIR`` a passing run's report is kept in DIR under a digest of everything
 that decides it: fpsim's source, this script, the compute capability, and the versions
@@ -85,6 +85,25 @@ SPECIALISED = ("bf16", "stochastic")
 def lean_variants() -> list[tuple[str, str, str, str]]:
     """(loop, kernel, dtype, variant) for every lean kernel the backend compiles."""
     return list(LEAN)
+
+
+# ``--representative``: one kernel of each kind of code the backend compiles, for a suite on
+# a machine without a cache (CI): the rounding; fma, the kernel contraction would change most;
+# division, square root, and the transcendental kernels (tanh holds exp, log and divisions);
+# a float32 operation; the scan; each accumulation loop; and each kind of lean loop. The
+# control and the no_contraction() mechanism are the same for all (FPSIM_CUDA_COMPILE_ALL=1
+# in tests/test_cuda_backend.py, or no flag here, compiles every kernel).
+REPRESENTATIVE = {
+    ("elementwise", "round_value", "float64"), ("elementwise", "op_fma", "float64"),
+    ("elementwise", "op_div", "float64"), ("elementwise", "op_sqrt", "float64"),
+    ("elementwise", "op_tanh", "float64"), ("elementwise", "op_add", "float32"),
+    ("first_unrepresentable", "", "float64"), ("accumulate_sequential", "", "float64"),
+    ("accumulate_pairwise", "", "float64"), ("accumulate_blocks", "", "float64"),
+    ("elementwise", "round_value", "float32", "binary32+spec"),
+    ("elementwise", "op_fma", "float32", "binary64+spec"),
+    ("hardware_round", "round_value", "float32", "hardware:fp16:nearest_even"),
+    ("hardware_arithmetic", "op_fma", "float32", "hardware:fp16:nearest_even"),
+}
 
 
 def loop_spec(loop: str, kernel: str, dtype: str, variant: str = ""):
@@ -243,7 +262,7 @@ def check_variant(job) -> tuple[str, list[str], float]:
     return name, problems, seconds
 
 
-def digest(cc: tuple, tools) -> str:
+def digest(cc: tuple, tools, scope: str = "all") -> str:
     """A digest of everything that decides this check's result (see the module's doc)."""
     import hashlib
     from importlib.metadata import version
@@ -255,7 +274,7 @@ def digest(cc: tuple, tools) -> str:
     root = Path(__file__).resolve().parent.parent
     for path in sorted((root / "fpsim").rglob("*.py")) + [Path(__file__).resolve()]:
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    parts = [str(cc), sys.version, np.__version__, numba.__version__,
+    parts = [scope, str(cc), sys.version, np.__version__, numba.__version__,
              version("numba-cuda"), version("llvmlite"), str(nvvm.NVVM().get_version())]
     for tool in tools or ():
         parts.append(subprocess.run([tool, "--version"], capture_output=True,
@@ -270,7 +289,10 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-sass", action="store_true")
     parser.add_argument("--cache", default=None, help="keep a passing report here")
+    parser.add_argument("--representative", action="store_true",
+                        help="one kernel of each kind (REPRESENTATIVE), not every kernel")
     args = parser.parse_args(argv)
+    scope = "representative" if args.representative else "all"
     cc = tuple(int(p) for p in args.cc.split("."))
     try:
         from numba import cuda  # noqa: F401
@@ -278,15 +300,15 @@ def main(argv=None) -> int:
         print(f"numba-cuda is not installed: {exc}")
         return 3
     tools = None if args.no_sass else (find_tool("ptxas"), find_tool("nvdisasm"))
-    kept = Path(args.cache) / f"{digest(cc, tools)}.txt" if args.cache else None
+    kept = Path(args.cache) / f"{digest(cc, tools, scope)}.txt" if args.cache else None
     if kept is not None and kept.is_file():
         print(f"the report of a passing run with the same digest ({kept}):")
         print(kept.read_text(), end="")
         return 0
     if kept is None:
-        return check(cc, tools, args.jobs)
+        return check(cc, tools, args.jobs, scope=scope)
     with tempfile.TemporaryFile("w+") as report:
-        status = check(cc, tools, args.jobs, report)
+        status = check(cc, tools, args.jobs, report, scope)
         if status == 0:
             kept.parent.mkdir(parents=True, exist_ok=True)
             report.seek(0)
@@ -296,9 +318,10 @@ def main(argv=None) -> int:
     return status
 
 
-def check(cc: tuple, tools, jobs: int, report=None) -> int:
-    """Compile every kernel and its control, printing (and writing to ``report``) a line
-    each; 0 when every kernel passes and the control is caught."""
+def check(cc: tuple, tools, jobs: int, report=None, scope: str = "all") -> int:
+    """Compile every kernel (``scope="representative"``: those of ``REPRESENTATIVE``) and
+    the control, printing (and writing to ``report``) a line each; 0 when every kernel
+    passes and the control is caught."""
     def say(line: str) -> None:
         print(line)
         if report is not None:
@@ -314,8 +337,10 @@ def check(cc: tuple, tools, jobs: int, report=None) -> int:
             f"one div.rn.f64 {per_div}")
     expansions = (per_sqrt, per_div)
     control = ("elementwise", "op_fma", "float64", cc, tools, expansions, False, "")
-    work = [control] + [(*j, cc, tools, expansions, True, "") for j in variants()]
-    work += [(*j[:3], cc, tools, expansions, True, j[3]) for j in lean_variants()]
+    chosen = [j for j in variants() if scope == "all" or j in REPRESENTATIVE]
+    lean = [j for j in lean_variants() if scope == "all" or j in REPRESENTATIVE]
+    work = [control] + [(*j, cc, tools, expansions, True, "") for j in chosen]
+    work += [(*j[:3], cc, tools, expansions, True, j[3]) for j in lean]
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = pool.map(check_variant, work)

@@ -308,7 +308,8 @@ class Backend:
             b = B if B.shape[0] == 1 else B[left // per_group]
             part = np.empty((left.size, out.shape[1]))
             loop = self._loop(numba_loops.accumulate_sequential, parallel, **binding)
-            loop(A[left], b, C[left], part, counts, np.uint64(0), spec)
+            # Read-only as accumulate's own inputs: the loop compiled for them, not again.
+            loop(*_frozen(A[left], b, C[left]), part, counts, np.uint64(0), spec)
             out[left] = part
         return counts.sum(axis=0)
 
