@@ -209,14 +209,14 @@ def _halves(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _gpu_median_seconds(run: Any, repeats: int, sync: Any) -> float:
-    times = []
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
+    """``median_seconds`` of ``run`` on a device: each call timed to its completion."""
+    sync()
+
+    def synced() -> None:
         run()
         sync()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+
+    return median_seconds(synced, repeats)
 
 
 def _same_bits(x: Any, y: Any) -> bool:
