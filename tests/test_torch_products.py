@@ -86,6 +86,23 @@ def test_linear_is_x_weight_t_with_the_bias_as_accumulator():
     assert float(tbias.grad[0]) == float(total)
 
 
+@pytest.mark.parametrize("settings", SETTINGS[:3], ids=lambda s: ",".join(map(str, s.values())))
+def test_bmm_is_fpsim_matmul_of_each_batch(settings):
+    a, b = operands((3, 4, 24), (3, 24, 5), seed=7)
+    g = operands((3, 4, 5), (1,), seed=8)[0]
+    ta, tb = torch.from_numpy(a).requires_grad_(), torch.from_numpy(b).requires_grad_()
+    y = fpsim.torch.bmm(ta, tb, **settings)
+    y.backward(torch.from_numpy(g))
+    for i in range(3):  # batch by batch, as 2-D products
+        np.testing.assert_array_equal(y[i].detach().numpy(), fpsim.matmul(a[i], b[i], **settings))
+        np.testing.assert_array_equal(ta.grad[i].numpy(), fpsim.matmul(g[i], b[i].T, **settings))
+        np.testing.assert_array_equal(tb.grad[i].numpy(), fpsim.matmul(a[i].T, g[i], **settings))
+    with pytest.raises(ValueError, match="bmm takes"):
+        fpsim.torch.bmm(torch.ones(2, 3), torch.ones(3, 2))
+    with pytest.raises(ValueError, match="bmm takes"):
+        fpsim.torch.bmm(torch.ones(2, 2, 3), torch.ones(3, 3, 2))
+
+
 def test_a_full_c_gets_the_gradient_as_it_came():
     a, b = operands((3, 8), (8, 2))
     c = torch.zeros(3, 2, requires_grad=True)
@@ -142,6 +159,8 @@ def test_hostile_input():
         fpsim.torch.matmul(a, torch.ones(3, 2), model=fpsim.hw.H100, accum="fp16")
     with pytest.raises(ValueError, match="backward: unknown settings"):
         fpsim.torch.matmul(a, torch.ones(3, 2), backward={"acum": "fp16"})
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['acum'\\]"):
+        fpsim.torch.matmul(a, torch.ones(3, 2), acum="fp16")
     with pytest.raises(TypeError, match="backward must be None"):
         fpsim.torch.matmul(a, torch.ones(3, 2), backward="fp16")
     with pytest.raises(ValueError, match="float32"):  # float64 values that are not float32's

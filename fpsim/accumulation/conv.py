@@ -77,6 +77,37 @@ def correlate(x: np.ndarray, w: np.ndarray, stride: Pair, padding: Pair,
     return xp.ascontiguousarray(value.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)), cols
 
 
+def weight_gradient(g: np.ndarray, cols: np.ndarray, w_shape: tuple[int, ...],
+                    product: Callable[[np.ndarray, np.ndarray], Any]) -> Any:
+    """d(conv)/dw of the gradient ``g`` (N, O, OH, OW), the forward's patches ``cols``
+    (N, OH*OW, K): each kernel element's inner product over (n, oh, ow) in C order,
+    computed as ``product(g as (O, N*OH*OW), patches as (N*OH*OW, K))``; (O, C, KH, KW)."""
+    o = g.shape[1]
+    value = product(g.transpose(1, 0, 2, 3).reshape(o, -1), cols.reshape(-1, cols.shape[-1]))
+    return value.reshape(w_shape)
+
+
+def input_gradient(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stride: Pair,
+                   padding: Pair, product: Callable[[np.ndarray, np.ndarray], Any]) -> Any:
+    """d(conv)/dx of the gradient ``g`` (N, O, OH, OW): the full correlation of the
+    stride-dilated gradient with the flipped kernel, so that each input's gradient is an
+    inner product over (o, kh, kw) in C order of the flipped kernel, computed as
+    ``product(patches (M, O*KH*KW), kernels (O*KH*KW, C))``; (N, C, H, W), on ``g``'s
+    device."""
+    n, o, oh, ow = g.shape
+    _, c, kh, kw = w.shape
+    h, wd = x_shape[2:]
+    xp = array_module(g)
+    dilated = xp.zeros((n, o, (oh - 1) * stride[0] + 1, (ow - 1) * stride[1] + 1), g.dtype)
+    dilated[:, :, :: stride[0], :: stride[1]] = g
+    # Pad so that the full correlation covers the padded input, then crop the padding off.
+    extra = ((h + 2 * padding[0] - kh) % stride[0], (wd + 2 * padding[1] - kw) % stride[1])
+    padded = pad2d(dilated, kh - 1, kh - 1 + extra[0], kw - 1, kw - 1 + extra[1])
+    flipped = xp.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    full, _ = correlate(padded, flipped, (1, 1), (0, 0), product)
+    return full[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd]
+
+
 @overload
 def conv2d(x: Values, w: Values, *, stride: int | Pair = ..., padding: int | Pair = ...,
            stats: Literal[False] = ..., **options: Any) -> FloatArray: ...

@@ -8,8 +8,9 @@ torch); it needs the ``torch`` extra (``pip install 'fpsim[torch]'``).
 - ``round`` (a ``torch.autograd.Function``) and ``Round`` (an ``nn.Module``): the forward is
   ``fpsim.round``; the backward passes the gradient straight through or rounds it to its
   own format and mode (``Rounding``), as QPyTorch's quantizer does.
-- ``matmul`` and ``linear``: ``fpsim.matmul``'s emulated accumulation (``accum=``,
-  ``order=``, ``model=fpsim.hw.H100``, ...) in the forward and in both backward products.
+- ``matmul``, ``bmm``, ``linear`` and ``conv2d``: ``fpsim.matmul``'s emulated accumulation
+  (``accum=``, ``order=``, ``model=fpsim.hw.H100``, ...) in the forward and in the
+  backward's products.
 - ``quantize``: a block-scaled quantization (MX, NVFP4, ...) and back, the gradient
   straight through.
 
@@ -28,9 +29,9 @@ from fpsim._optional import require
 require("torch", "fpsim.torch")
 
 from fpsim.torch.exchange import to_array, to_tensor  # noqa: E402
-from fpsim.torch.products import linear, matmul  # noqa: E402
+from fpsim.torch.products import bmm, conv2d, linear, matmul  # noqa: E402
 from fpsim.torch.quantizing import quantize  # noqa: E402
 from fpsim.torch.rounding import Round, Rounding, round  # noqa: E402
 
-__all__ = ["Round", "Rounding", "linear", "matmul", "quantize", "round", "to_array",
-           "to_tensor"]
+__all__ = ["Round", "Rounding", "bmm", "conv2d", "linear", "matmul", "quantize", "round",
+           "to_array", "to_tensor"]
