@@ -20,6 +20,7 @@ from fpsim._checks import boolean, integer
 from fpsim.formats import PRESETS as PRESETS_BY_NAME
 from fpsim.formats import Format, as_format
 from fpsim.modes import mode_code
+from fpsim.precision.recipes import RECIPE_KEYS, RECIPES, Recipe, build, recipe_value
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -81,6 +82,10 @@ class Policy:
         computes the dot products instead of ``accum`` and ``order``: the compute format
         is its input, its fp32 output is rounded to ``compute``. ``accum`` must then be
         fp32 (the model's), ``order`` "any" and ``accum_rounding`` nearest_even.
+    recipe : Recipe or str, optional
+        An FP8/FP4 scaling recipe (``fpsim.precision.recipes``; a name of its ``RECIPES``):
+        the products of ``linear`` and ``conv2d`` (Linear, Conv2d, LSTM) quantize their
+        operands per category. None (the default) changes nothing.
     overrides : dict or tuple of (str, Policy)
         Map an operation name (``"softmax"``, ``"exp"``, ``"matmul"``, ...) to the policy
         that operation uses instead (stored as a tuple of pairs).
@@ -123,6 +128,7 @@ class Policy:
     native: bool = False
     seed: int | None = None
     model: str | None = None
+    recipe: Recipe | None = None
     overrides: tuple[tuple[str, Policy], ...] = ()
     # The operation an override policy serves (set by its parent): its stochastic
     # stream is derived from the seed and this name, apart from the parent's.
@@ -134,6 +140,7 @@ class Policy:
                      output: Format | str = ..., rounding: str = ...,
                      accum_rounding: str = ..., order: str = ..., subnormals: bool = ...,
                      native: bool = ..., seed: int | None = ..., model: str | None = ...,
+                     recipe: Recipe | str | None = ...,
                      overrides: Sequence[tuple[str, Policy]] | Mapping[str, Policy] = ...,
                      category: str = ...) -> None: ...
 
@@ -168,6 +175,19 @@ class Policy:
                 raise ValueError("a native policy rounds to nearest, ties to even, only")
         if self.model is not None:
             self.hardware_model()  # checked now
+        if self.recipe is not None:
+            made = RECIPES.get(self.recipe) if isinstance(self.recipe, str) else self.recipe
+            if not isinstance(made, Recipe):
+                raise ValueError(f"unknown recipe {self.recipe!r}; known recipes: "
+                                 f"{', '.join(RECIPES)} (or a Recipe)")
+            if self.native:
+                raise ValueError("a recipe quantizes in emulation; a native policy cannot "
+                                 "take one")
+            if self.compute.man_bits > 23 or self.compute.exp_bits > 8:
+                raise ValueError(f"a recipe's products read binary32 values: its compute "
+                                 f"format must be binary32 or narrower, not "
+                                 f"{self.compute.name}")
+            object.__setattr__(self, "recipe", None if made.empty else made)
         overrides = self.overrides
         if isinstance(overrides, dict):
             overrides = tuple(overrides.items())
@@ -283,9 +303,16 @@ class Policy:
         default = _settings(Policy())
         mine = _settings(self)
         parts += [f"{k}={_text(v)}" for k, v in mine.items()
-                  if k not in FORMAT_FIELDS and v != default[k]]
+                  if k not in FORMAT_FIELDS and k != "recipe" and v != default[k]]
+        if self.recipe is not None:
+            parts += [f"{k}={v}" for k, v in self.recipe.pairs()]
         for op, sub in self.overrides:
-            parts += [f"{op}.{k}={_text(v)}" for k, v in _settings(sub).items() if v != mine[k]]
+            parts += [f"{op}.{k}={_text(v)}" for k, v in _settings(sub).items()
+                      if k != "recipe" and v != mine[k]]
+            if sub.recipe != self.recipe:  # the override's recipe, whole
+                parts.append(f"{op}.recipe=none")
+                parts += [f"{op}.{k}={v}" for k, v in (sub.recipe.pairs() if sub.recipe
+                                                       else [])]
         return ",".join(parts)
 
     def __enter__(self) -> Policy:
@@ -352,6 +379,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "bf16": dict(compute="bf16"),
     "native_fp32": dict(native=True),
     "native_fp16": dict(compute="fp16", native=True),
+    # The FP8/FP4 recipes (fpsim.precision.recipes.RECIPES) over bf16 compute: the other
+    # operations in bf16, fp32 master weights, as TransformerEngine runs them.
+    **{name: dict(compute="bf16", recipe=r) for name, r in RECIPES.items()},
 }
 
 
@@ -365,8 +395,12 @@ def parse(text: str) -> Policy:
     ----------
     text : str
         Comma-separated presets (``fp32``, ``fp64``, ``mixed``, ``fp16``, ``bf16``,
-        ``native_fp32``, ``native_fp16``) and ``key=value`` pairs, applied in order, each
-        key at most once; a key ``op.key`` sets that operation's override.
+        ``native_fp32``, ``native_fp16``, and the recipes ``fp8_hybrid_delayed``,
+        ``fp8_hybrid_current``, ``mxfp8``, ``nvfp4``, ``fp8_blockwise``) and ``key=value``
+        pairs, applied in order, each key at most once; a key ``op.key`` sets that
+        operation's override. A recipe's keys (``recipe=<name or none>``, ``act``,
+        ``weight``, ``grad``, ``wgrad``, ``gemm``, ``promote``, ``rht``, ``keep``) change
+        the preset's recipe, in whatever order they come.
 
     Returns
     -------
@@ -390,6 +424,7 @@ def parse(text: str) -> Policy:
         raise ValueError(f"a policy string needs a preset or key=value pairs, got {text!r}")
     base: dict[str, Any] = {}
     ops: dict[str, dict[str, Any]] = {}
+    recipes: dict[str, dict[str, Any]] = {}  # each scope's ("" or an operation) recipe keys
     given: dict[str, str] = {}  # each key ("compute", "softmax.compute"): its pair
     for token in (t.strip() for t in text.split(",")):
         if "=" not in token:
@@ -408,13 +443,32 @@ def parse(text: str) -> Policy:
             raise ValueError(f"policy key {name!r} is given twice ({given[name]!r} and "
                              f"{token!r}): give each key once")
         given[name] = token
+        if key in RECIPE_KEYS:
+            try:
+                recipes.setdefault(op, {})[key] = recipe_value(key, value)
+            except ValueError as exc:
+                raise ValueError(f"{op + '.' if op else ''}{exc}") from None
+            ops.setdefault(op, {}) if op else None
+            continue
         (ops.setdefault(op, {}) if op else base)[key] = _value(key, value)
+    if "" in recipes:
+        base["recipe"] = _recipe(base.get("recipe"), recipes[""], "")
     policy = Policy(**base)
-    overrides = tuple((op, Policy(**{**base, **changes})) for op, changes in ops.items())
+    overrides = tuple((op, Policy(**{**base, **changes, "recipe": _recipe(
+        changes.get("recipe", base.get("recipe")), recipes.get(op, {}), op)}))
+        for op, changes in ops.items())
     return policy.replace(overrides=overrides) if overrides else policy
 
 
-def _value(key: str, value: str) -> Format | str | bool | int | None:
+def _recipe(base: Recipe | None, changes: dict[str, Any], op: str) -> Recipe | None:
+    """``base`` with a scope's recipe keys; ValueError naming the scope's keys."""
+    try:
+        return build(base, changes)
+    except ValueError as exc:
+        raise ValueError(f"{op + '.' if op else ''}{exc}") from None
+
+
+def _value(key: str, value: str) -> Format | Recipe | str | bool | int | None:
     """The value of ``key=value``, checked: ValueError naming the key."""
     known = [f.name for f in fields(Policy) if f.name not in ("overrides", "category")]
     if key not in known:
@@ -434,6 +488,12 @@ def _value(key: str, value: str) -> Format | str | bool | int | None:
         return value.lower() in ("true", "1", "on")
     if key == "model":
         return None if value.lower() == "none" else value
+    if key == "recipe":
+        if value.lower() == "none":
+            return None
+        if value not in RECIPES:
+            raise ValueError(f"unknown recipe {value!r}; known recipes: {', '.join(RECIPES)}")
+        return RECIPES[value]
     if key == "seed":
         if value.lower() == "none":
             return None
