@@ -44,6 +44,7 @@ from reference import ref_add, ref_round, same_bits
 
 import fpsim
 import fpsim.hw
+from fpsim.formats import as_format
 from fpsim.hw import BlockFMA
 
 F, F2, E_C = 24, 31, -126
@@ -69,17 +70,23 @@ def down(x: Fraction, e: int) -> Fraction:
     return math.floor(x / TWO**e) * TWO**e
 
 
-def ref_block(pairs, c: float, fmt: str) -> float:
-    """One CDNA3 instruction step: c + sum(a * b)."""
-    emin = fpsim.format(fmt).emin
+def ref_block(pairs, c: float, fmt: str, model: BlockFMA = fpsim.hw.MI300) -> float:
+    """One CDNA3 instruction step: c + sum(a * b), with ``model``'s F, F2, floor and output
+    (MI300's by default: 24, 31, -126, fp32 nearest even)."""
+    frac, top = model.frac_bits, model.sum_bits
+    out = as_format(model.output)
+    big = TWO ** (out.emax + 1)
+    emin = as_format(fmt).emin
     values = [c, *(v for p in pairs for v in p)]
     products = [Fraction(a) * Fraction(b) for a, b in pairs if math.isfinite(a * b)]
-    if not all(math.isfinite(v) for v in values) or any(abs(p) >= TWO**128 for p in products):
+    if not all(math.isfinite(v) for v in values) or any(abs(p) >= big for p in products):
         total = np.float64(c)
         with np.errstate(all="ignore"):
             for a, b in pairs:
-                p = np.float64(a) * np.float64(b)
-                total = total + (math.copysign(math.inf, p) if abs(p) >= 2.0**128 else p)
+                p = Fraction(a) * Fraction(b) if math.isfinite(a * b) else None
+                share = (np.float64(a) * np.float64(b) if p is None or abs(p) < big
+                         else math.copysign(math.inf, p))
+                total = total + share
         return float(total)
     terms = []
     for a, b in pairs:
@@ -89,23 +96,29 @@ def ref_block(pairs, c: float, fmt: str) -> float:
     dot, e_dot = Fraction(0), None
     if terms:
         e_dot = max(e for _, e in terms)
-        dot = sum(Fraction(math.trunc(s * TWO ** (e - e_dot + F))) for s, e in terms)
-        dot *= TWO ** (e_dot - F)
-    _, e_c = read(Fraction(c), E_C)
-    top = e_c if e_dot is None else max(e_dot, e_c)
-    total = down(dot, top - F2 - 1) + down(Fraction(c), top - F)
+        dot = sum(Fraction(math.trunc(s * TWO ** (e - e_dot + frac))) for s, e in terms)
+        dot *= TWO ** (e_dot - frac)
+    e_c = read(Fraction(c), out.emin)[1] if c != 0 else None
+    exps = [e for e in (e_dot, e_c, model.exp_floor) if e is not None]
+    if not exps:  # no floor, c = 0 and every product zero
+        return 0.0
+    e_top = max(exps)
+    total = down(dot, e_top - top - 1) + down(Fraction(c), e_top - frac)
     if total == 0:
         return 0.0
-    _, lead = read(total, E_C)
-    total = down(total, lead - F2)
-    value, _ = ref_round(total, "fp32", "nearest_even")
+    _, lead = read(total, out.emin)
+    total = down(total, lead - top)
+    if abs(total) >= big:
+        return math.copysign(math.inf, total)
+    value, _ = ref_round(total, out, "nearest_even")
     return math.copysign(value, total)
 
 
-def ref_chain(a, b, c: float, fmt: str, block: int) -> float:
+def ref_chain(a, b, c: float, fmt: str, block: int,
+              model: BlockFMA = fpsim.hw.MI300) -> float:
     pairs = list(zip(a, b, strict=True))
     for k0 in range(0, len(pairs), block):
-        c = ref_block(pairs[k0:k0 + block], c, fmt)
+        c = ref_block(pairs[k0:k0 + block], c, fmt, model)
     return c
 
 
@@ -274,8 +287,8 @@ def test_matrix_shapes_batches_and_promotion(backend_name):
 # --- Hypothesis: random inputs of every class, single and chained ---------------------------
 
 
-def values(fmt: str, *, nonfinite: bool):
-    f = fpsim.format(fmt)
+def values(fmt, *, nonfinite: bool):
+    f = as_format(fmt)
     top = f.emin + 2 ** f.exp_bits - 3
 
     def build(sign, e, m):
@@ -329,25 +342,65 @@ def test_round_down_is_a_named_option():
     ({"sum_bits": 31.0}, "sum_bits must be an integer"),
     ({"align": "truncate"}, "sum_bits is a parameter of align=\"round_down\" only"),
     ({"block_output": "fp16"}, "takes no block_output"),
-    ({"input": fpsim.formats.Format(8, 26)}, "must be exact there"),
-    ({"block": 1 << 20}, "must be exact there"),
-    ({"output": fpsim.formats.Format(10, 20)}, "must be exact there"),
-    ({"input": fpsim.formats.Format(9, 10)}, "must be exact there"),
+    ({"block": 1 << 27}, "does not fit the kernels' 64-bit sums"),
+    ({"sum_bits": 40, "block": 1 << 18}, "does not fit"),
 ])
 def test_bad_round_down_models_are_refused(changes, match):
     with pytest.raises(ValueError, match=match):
         dataclasses.replace(fpsim.hw.MI300, **changes)
 
 
-def test_round_down_runs_outside_the_kernels():
-    """Its BlockSpec would be the truncating model's: params() refuses, and stats (the
-    kernels' counts) are refused."""
-    with pytest.raises(ValueError, match="not in the kernels"):
-        fpsim.hw.MI300.params()
+def test_round_down_runs_in_the_kernels():
+    """The kernels read the two-stage alignment from the BlockSpec; stats (which would
+    not count the rounding-down stages) are refused."""
+    spec = fpsim.hw.MI300.params()
+    assert (spec.round_down, spec.sum_bits, spec.product_limit) == (1, 31, 2.0**128)
+    assert (spec.frac_bits, spec.exp_floor, spec.signed_zero) == (24, -126, 1)
+    h100 = fpsim.hw.H100.params()
+    assert (h100.round_down, h100.sum_bits, h100.product_limit) == (0, 0, math.inf)
     with pytest.raises(ValueError, match="stats cannot be given"):
         fpsim.matmul([[1.0]], [[1.0]], model=fpsim.hw.MI300, stats=True)
     with pytest.raises(ValueError, match="not a value of the model's input format"):
         fpsim.matmul([[1.0 + 2.0**-20]], [[1.0]], model=fpsim.hw.MI300)
+    # The largest block that fits: 2**27 - 1 products with MI300's grid of 32 bits.
+    assert dataclasses.replace(fpsim.hw.MI300, block=(1 << 27) - 1).block == (1 << 27) - 1
+
+
+# Models that binary64 could not hold exactly (the former whole-array code refused
+# them): wide inputs, a wide exponent range, wider sums; the kernels' integers hold them.
+WIDE = {
+    "wide inputs": (BlockFMA("w1", block=4, frac_bits=30, exp_floor=-150,
+                             input=fpsim.formats.Format(8, 26), output_rounding="nearest_even",
+                             zero_sign="signed", align="round_down", sum_bits=36),
+                    fpsim.formats.Format(8, 26)),
+    "wide range": (BlockFMA("w2", block=3, frac_bits=12, exp_floor=None,
+                            input=fpsim.formats.Format(9, 10),
+                            output=fpsim.formats.Format(10, 20),
+                            output_rounding="nearest_even", zero_sign="signed",
+                            align="round_down", sum_bits=20), fpsim.formats.Format(9, 10)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WIDE))
+def test_wide_round_down_models_against_the_rational_reference(name, backend_name):
+    model, fmt = WIDE[name]
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+    @given(st.data())
+    def run(data):
+        k = data.draw(st.integers(1, 2 * model.block + 1))
+        special = data.draw(st.booleans())
+        a = data.draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+        b = data.draw(st.lists(values(fmt, nonfinite=special), min_size=k, max_size=k))
+        c = data.draw(st.one_of(st.just(0.0), st.just(-0.0),
+                                values(model.output, nonfinite=special)))
+        want = ref_chain(a, b, c, fmt, model.block, model)
+        # block_matmul: fpsim.matmul takes float32 values only (exact products there).
+        got = float(fpsim.hw.block_matmul(np.array([a]), np.array([b]).T,
+                                          model, c=np.array([[c]]))[0, 0])
+        assert same_bits(got, want), f"{name}: a={a} b={b} c={c}: want {want!r}, got {got!r}"
+
+    run()
 
 
 def test_round_down_with_no_floor_and_empty_shapes():

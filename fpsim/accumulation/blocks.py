@@ -107,8 +107,7 @@ class BlockFMA:
         rounded down to ``sum_bits`` fraction bits below its leading bit (an exponent
         at least ``output``'s least normal one), then rounded to ``output`` with
         ``output_rounding``. A product of magnitude at least 2**(emax + 1) of
-        ``output`` is +-inf. It runs in whole-array operations of NumPy or CuPy, not in
-        the backends' kernels, and takes no ``block_output`` and no ``stats``.
+        ``output`` is +-inf. It takes no ``block_output`` and no ``stats``.
     sum_bits : int or None, default None
         ``"round_down"``'s fraction bits of the sum of the products and c (MMA-Sim's
         F2, 31 on CDNA3); only with ``align="round_down"``.
@@ -188,27 +187,25 @@ class BlockFMA:
                 f"block_output {narrow.name} is not a subset of output {out.name}: each "
                 "step's result must be a value of the output format")
         if self.align == "round_down":
-            self._check_round_down(formats)
+            self._check_round_down()
         elif self.sum_bits is not None:
             raise ValueError('sum_bits is a parameter of align="round_down" only')
 
-    def _check_round_down(self, formats: dict[str, Format]) -> None:
-        """A ``round_down`` model's sums must be exact in binary64 (how it runs)."""
+    def _check_round_down(self) -> None:
+        """A ``round_down`` model's second stage must fit the kernels' 64-bit integers."""
         if self.sum_bits is None:
             raise ValueError('align="round_down" needs sum_bits (the fraction bits of the '
                              "sum of the products and c; 31 on CDNA3)")
         sum_bits = integer(self.sum_bits, "sum_bits", 1, MAX_FRAC_BITS)
         if self.block_output is not None:
             raise ValueError('align="round_down" takes no block_output')
-        fa, fout = formats["input"], formats["output"]
-        fb = formats.get("input_b", fa)
-        wide = max(sum_bits + 1, self.frac_bits) + 4 + (self.block - 1).bit_length()
-        if fa.man_bits + fb.man_bits > 51 or wide > 53 or any(
-                f.emax > 240 or f.emin - f.man_bits < -240 for f in (fa, fb, fout)):
+        # The second stage's sum: block + 1 terms below 2**(grid + 2) on 2**(E - grid).
+        grid = max(sum_bits + 1, self.frac_bits)
+        if self.block >= (1 << (59 - grid)):
             raise ValueError(
-                f'align="round_down" runs in binary64: its products ({fa.name} x {fb.name}) '
-                f"and sums (block {self.block}, frac_bits {self.frac_bits}, sum_bits "
-                f"{sum_bits}) must be exact there")
+                f'align="round_down": block {self.block} with sum_bits {sum_bits} and '
+                f"frac_bits {self.frac_bits} does not fit the kernels' 64-bit sums (at most "
+                f"{(1 << (59 - grid)) - 1} products)")
 
     def with_input(self, fmt: Format | str) -> BlockFMA:
         """The same model reading inputs of another format.
@@ -347,14 +344,7 @@ class BlockFMA:
         >>> spec.overflow_inf, spec.signed_zero
         (1, 0)
 
-        Raises
-        ------
-        ValueError
-            A model with ``align="round_down"`` (the kernels do not run it).
         """
-        if self.align != "truncate":
-            raise ValueError(f'{self.name}: align="{self.align}" runs in whole-array '
-                             "operations (block_matmul), not in the kernels of a BlockSpec")
         fin, fout = as_format(self.input), as_format(self.output)
         fin_b = fin if self.input_b is None else as_format(self.input_b)
         return BlockSpec(
@@ -363,6 +353,9 @@ class BlockFMA:
             frac_bits=self.frac_bits,
             exp_floor=NO_EXPONENT if self.exp_floor is None else self.exp_floor,
             overflow_inf=int(self.overflow == "inf"), signed_zero=int(self.zero_sign == "signed"),
+            round_down=int(self.align == "round_down"), sum_bits=self.sum_bits or 0,
+            product_limit=(2.0 ** (fout.emax + 1) if self.align == "round_down"
+                           and fout.emax < 1023 else np.inf),
         )
 
 
@@ -448,10 +441,7 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
     # (each chunk from +0, added to the binary32 accumulator that starts at c).
     for lo in range(0, k_len if promote else max(k_len, 1), length):
         part = xp.zeros(c0.shape)
-        if part.size and model.align == "round_down":
-            part = _round_down_blocks(xp, a2[:, lo:lo + length], b3[:, lo:lo + length],
-                                      xp.zeros(c0.shape) if promote else c0, model)
-        elif part.size:
+        if part.size:
             counts = backend.accumulate_blocks(
                 xp.ascontiguousarray(a2[:, lo:lo + length]),
                 xp.ascontiguousarray(b3[:, lo:lo + length]),
@@ -465,78 +455,6 @@ def block_matmul(a: Any, b: Any, model: BlockFMA, *, c: Any = None,
     dtype = result_dtype(a, b, (as_format(out) if out is not None else acc_fmt).dtype)
     result = as_dtype(result, dtype)
     return (result, AccumulationStats.from_counts(counts)) if stats else result
-
-
-# An exponent below any term's: a zero product, or c = 0 with no floor.
-_NONE = -(1 << 20)
-
-
-def _round_down_blocks(xp: Any, a2: Any, b3: Any, c: Any, model: BlockFMA) -> Any:
-    """c + A @ B chained over K in blocks, each block CDNA3's fused dot product
-    (``align="round_down"``, MMA-Sim's ``tr_fdpa``): (rows, K), (groups, K, N) and
-    (rows, N) arrays in, the (rows, N) result out.
-
-    Every product, sum and scaling below is exact in binary64 (``BlockFMA`` checks the
-    bounds): the inputs' significands (53 bits at most together) multiply exactly, each
-    sum is an integer below 2**53 on a grid that ``ldexp`` sets, and no exponent
-    (formats within 2**+-240) leaves binary64's normal range.
-    """
-    fa, fout = as_format(model.input), as_format(model.output)
-    fb = as_format(model.input_b or model.input)
-    frac, top = model.frac_bits, model.sum_bits
-    assert top is not None  # BlockFMA checks it for round_down
-    grid = max(top + 1, frac)  # the sum's grid: 2**(E - grid)
-    big = 2.0 ** (fout.emax + 1)
-    groups, k_len, n = b3.shape
-    a = a2.reshape(groups, a2.shape[0] // groups, k_len)
-    acc = c.reshape(groups, a2.shape[0] // groups, n)
-
-    def exponent(x: Any, emin: int) -> Any:
-        """max(floor(log2|x|), emin) of finite x (x = 0: anything; it is masked)."""
-        return xp.maximum(xp.frexp(x)[1].astype(np.int64) - 1, emin)
-
-    def scale(x: Any, e: Any) -> Any:
-        """x * 2**e, exact (e is clamped where x is 0 and e is a sentinel's)."""
-        return xp.ldexp(x, xp.clip(e, -2000, 2000).astype(np.int32))
-
-    with np.errstate(all="ignore"):
-        for k0 in range(0, k_len, model.block):
-            pairs = [(a[:, :, k, None], b3[:, None, k, :]) for k in
-                     range(k0, min(k_len, k0 + model.block))]
-            # A nonfinite input, or a product at or beyond 2**(emax + 1): the IEEE sum.
-            naive = acc
-            for x, y in pairs:
-                p = x * y
-                naive = naive + xp.where(xp.abs(p) >= big, xp.copysign(xp.inf, p), p)
-            bad = ~xp.isfinite(naive)
-            # The products aligned among themselves, each cut toward zero to frac bits.
-            prods, e_dot = [], xp.full(naive.shape, _NONE, dtype=np.int64)
-            for x, y in pairs:
-                x, y = xp.where(xp.isfinite(x), x, 0.0), xp.where(xp.isfinite(y), y, 0.0)
-                p = x * y
-                e = xp.where(p == 0, _NONE, exponent(x, fa.emin) + exponent(y, fb.emin))
-                prods.append(p)
-                e_dot = xp.maximum(e_dot, e)
-            dot = sum((xp.trunc(scale(p, frac - e_dot)) for p in prods), xp.zeros(naive.shape))
-            # The dot (on 2**(e_dot - frac)) and c aligned to E, each rounded down.
-            cf = xp.where(bad, 0.0, acc)
-            e_c = xp.where(cf == 0, _NONE, exponent(cf, fout.emin))
-            e_top = xp.maximum(e_dot, e_c)
-            if model.exp_floor is not None:
-                e_top = xp.maximum(e_top, model.exp_floor)
-            total = (xp.floor(scale(dot, e_dot - frac + top + 1 - e_top)) * 2.0 ** (grid - top - 1)
-                     + xp.floor(scale(cf, frac - e_top)) * 2.0 ** (grid - frac)) + 0.0
-            # The sum rounded down to top fraction bits below its leading bit.
-            lead = xp.maximum(exponent(total, 0) + e_top - grid, fout.emin)
-            value = scale(xp.floor(scale(total, top - lead + e_top - grid)), lead - top)
-            result = round_to(value, fout, model.output_rounding,
-                              saturate=model.overflow == "saturate")
-            if model.overflow == "inf":
-                result = xp.where(xp.abs(value) >= big, xp.copysign(xp.inf, value), result)
-            if model.zero_sign == "positive":
-                result = result + 0.0
-            acc = xp.where(bad, xp.where(xp.isnan(naive), xp.nan, naive), result)
-    return acc.reshape(c.shape)
 
 
 def _named(f: Format) -> str | Format:

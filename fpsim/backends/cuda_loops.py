@@ -44,7 +44,7 @@ def _bound_per_instance(*args):
 random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite = (
     _bound_per_instance
 )
-hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = (
+hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_naive = (
     _bound_per_instance
 )
 
@@ -237,8 +237,9 @@ def accumulate_blocks(A, B, C, out, total, hw, out_spec, block, per_group, want_
                 b = B[g, k, j]
                 p, e_top, e_lsb = hw_product(finite_or_zero(a), finite_or_zero(b), hw)
                 align = max(align, e_top)
-                naive += a * b
-                bad = bad | is_nonfinite(a) | is_nonfinite(b)
+                share, odd = hw_naive(a, b, hw)
+                naive += share
+                bad = bad | odd
             acc, lost = hw_c_term(finite_or_zero(c), align, hw)
             vanished = 1 if lost else 0
             for k in range(k0, k1):
@@ -246,7 +247,7 @@ def accumulate_blocks(A, B, C, out, total, hw, out_spec, block, per_group, want_
                                      align, hw)
                 acc += term
                 vanished += 1 if lost else 0
-            value, flag = hw_finish(acc, align, hw, out_spec, want_flags)
+            value, flag = hw_finish(acc, align, finite_or_zero(c), hw, out_spec, want_flags)
             c = hw_result(value, naive, bad)
             if want_flags:
                 count_flags(counts, flag)

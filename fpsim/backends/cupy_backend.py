@@ -59,6 +59,7 @@ SIMULATOR = bool(getattr(getattr(cuda, "config", None), "ENABLE_CUDASIM", False)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
     "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
+    "hw_naive",
 )
 # Threads per block; blocks per multiprocessor at most (the loops stride over the rest).
 THREADS = 256

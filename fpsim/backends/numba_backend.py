@@ -74,6 +74,7 @@ _NO_KEY = np.uint64(0)
 KERNELS_IN_LOOPS = (
     "random53", "representable", "round_value", "op_add", "finite_or_zero", "is_nonfinite",
     "hw_c_exponent", "hw_product", "hw_c_term", "hw_term", "hw_finish", "hw_result",
+    "hw_naive",
     "hw_decode", "hw_output", "bits_f64", "f64_bits",
 )
 
@@ -364,6 +365,8 @@ def _block_work(hw, block):
     2**(frac_bits + 2), fit int32; binary64 likewise, with block sums below 2**53.
     """
     t_in, emin_in, frac_bits = hw.t_in, hw.emin_in, hw.frac_bits
+    if hw.round_down:
+        return None  # the tiled loop aligns c with the products (truncation)
     if (hw.t_in_b, hw.emin_in_b) != (t_in, emin_in):
         return None  # the tiled loop reads A and B in one format
     emax_in = 2 - emin_in  # at least the largest exponent of every format fpsim defines

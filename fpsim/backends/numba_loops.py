@@ -42,6 +42,7 @@ random53 = representable = round_value = op_add = finite_or_zero = is_nonfinite 
 hw_c_exponent = hw_product = hw_c_term = hw_term = hw_finish = hw_result = hw_decode = (
     _bound_per_instance
 )
+hw_naive = _bound_per_instance
 hw_output = _bound_per_instance
 bits_f32 = wide_vectors = STORE = _bound_per_instance
 bits_f64 = f64_bits = _bound_per_instance
@@ -209,8 +210,9 @@ def accumulate_blocks(A, B, C, out, counts, hw, out_spec, block):
                     b = float(B[g, k, j])
                     p, e_top, e_lsb = hw_product(finite_or_zero(a), finite_or_zero(b), hw)
                     align[j] = max(align[j], e_top)
-                    naive[j] += a * b
-                    bad[j] = bad[j] | is_nonfinite(a) | is_nonfinite(b)
+                    share, odd = hw_naive(a, b, hw)
+                    naive[j] += share
+                    bad[j] = bad[j] | odd
             vanished = 0
             for j in range(n):
                 term, lost = hw_c_term(finite_or_zero(out[r, j]), align[j], hw)
@@ -223,7 +225,8 @@ def accumulate_blocks(A, B, C, out, counts, hw, out_spec, block):
                     total[j] += term
                     vanished += lost
             for j in range(n):
-                value, flag = hw_finish(total[j], align[j], hw, out_spec, WANT_FLAGS)
+                value, flag = hw_finish(total[j], align[j], finite_or_zero(out[r, j]), hw,
+                                        out_spec, WANT_FLAGS)
                 out[r, j] = hw_result(value, naive[j], bad[j])
                 if WANT_FLAGS:
                     count_flags(counts, r, flag)

@@ -149,15 +149,16 @@ class Backend:
                 bad = k["is_nonfinite"](c)
                 for x, y in pairs:
                     align = np.maximum(align, k["hw_product"](fz(x), fz(y), hw)[1])
-                    naive = naive + x * y
-                    bad = bad | k["is_nonfinite"](x) | k["is_nonfinite"](y)
+                    share, odd = k["hw_naive"](x, y, hw)
+                    naive = naive + share
+                    bad = bad | odd
                 total, vanished = k["hw_c_term"](fz(c), align, hw)
                 vanished = np.count_nonzero(vanished)
                 for x, y in pairs:
                     term, lost = k["hw_term"](fz(x), fz(y), align, hw)
                     total = total + term
                     vanished += np.count_nonzero(lost)
-                value, flag = k["hw_finish"](total, align, hw, out_spec, want_stats)
+                value, flag = k["hw_finish"](total, align, fz(c), hw, out_spec, want_stats)
                 c = k["hw_result"](value, naive, bad)
                 if want_stats:
                     counts += count_flags(flag)

@@ -1,5 +1,6 @@
 """Hardware block fused multiply-add (tensor cores), after Fasi et al. (2021) and
-Khattak and Mikaitis (2025); the steps are in docs/accumulation.md.
+Khattak and Mikaitis (2025); the steps are in docs/accumulation.md. With ``round_down``,
+AMD CDNA3's two-stage alignment (MMA-Sim's ``tr_fdpa``; docs/hardware-models.md).
 
 ``hw`` is a ``fpsim.kernels.spec.BlockSpec``; its ``exp_floor`` is ``NO_EXPONENT``
 for no floor.
@@ -11,6 +12,7 @@ from fpsim.kernels.core import (
     MAG,
     NAN,
     NO_EXPONENT,
+    bitlen,
     decode,
     is_inf,
     pack,
@@ -39,15 +41,33 @@ def hw_product(x, y, hw):
     return p, select(p == 0, NO_EXPONENT, ex + ey), ex + ey - hw.t_in - hw.t_in_b
 
 
-def hw_c_exponent(c, hw):
-    """The alignment exponent that the accumulator input contributes (and the floor)."""
+def c_exponent(c, hw):
+    """c's exponent as the block reads it (c = 0: none), and at least the floor."""
     unused, ec = hw_decode(c, hw.t_out, hw.emin_out)
     # c is a value of the format: its significand is zero exactly when c is.
     return maximum(select((f64_bits(c) & MAG) == 0, NO_EXPONENT, ec), hw.exp_floor)
 
 
+def hw_c_exponent(c, hw):
+    """The alignment exponent that the accumulator input contributes to the products'
+    (and the floor); none under ``round_down``, whose products align among themselves."""
+    return select(hw.round_down != 0, NO_EXPONENT, c_exponent(c, hw))
+
+
+def hw_naive(a, b, hw):
+    """A product's share of the block's IEEE sum (a block's result where it has a
+    non-finite input), and whether it makes the block non-finite: an infinite or NaN
+    input, or under ``round_down`` a product of at least ``product_limit``, which is
+    +-inf there (MMA-Sim's ``tr_fdpa``)."""
+    p = a * b
+    over = (hw.round_down != 0) & (abs(p) >= hw.product_limit)
+    return select(over, p * INF, p), is_nonfinite(a) | is_nonfinite(b) | over
+
+
 def hw_truncate(mag, e_lsb, e_align, frac_bits):
-    """floor(mag * 2**e_lsb / 2**(e_align - frac_bits)): a term cut to the block's grid."""
+    """floor(mag * 2**e_lsb / 2**(e_align - frac_bits)): a term cut to the block's grid.
+
+    A negative ``mag`` is rounded down (toward -inf): the shifts are arithmetic."""
     shift = e_lsb - (e_align - frac_bits)
     return select(shift >= 0, mag << minimum(maximum(shift, 0), 62),
                   mag >> minimum(maximum(-shift, 0), 63))
@@ -62,16 +82,41 @@ def hw_term(x, y, e_align, hw):
 
 
 def hw_c_term(c, e_align, hw):
-    """The accumulator input cut to the block's grid, signed, and whether it vanished."""
+    """The accumulator input cut to the block's grid, signed, and whether it vanished
+    (none under ``round_down``, where c joins the sum in ``hw_finish``)."""
     sc, ec = hw_decode(c, hw.t_out, hw.emin_out)
-    cut = hw_truncate(sc, ec - hw.t_out, e_align, hw.frac_bits)
-    return select(f64_bits(c) < 0, -cut, cut), (sc != 0) & (cut == 0)
+    cut = select(hw.round_down != 0, 0, hw_truncate(sc, ec - hw.t_out, e_align, hw.frac_bits))
+    return select(f64_bits(c) < 0, -cut, cut), (sc != 0) & (cut == 0) & (hw.round_down == 0)
 
 
-def hw_finish(total, e_align, hw, out_spec, want_flags):
-    """The block's exact sum ``total * 2**(e_align - frac_bits)`` rounded once to the output."""
-    neg = total < 0
-    a, sticky = pack(abs(total), e_align - hw.frac_bits, False)
+def hw_round_down(total, e_dot, c, hw):
+    """``round_down``'s second stage: ``(s, e)``, the block's sum ``s * 2**e``.
+
+    The products' sum ``total * 2**(e_dot - frac_bits)`` and c are aligned to E, the
+    largest of e_dot, c's exponent and the floor (c = 0 counts at the floor), and rounded
+    down (toward -inf): the sum to ``sum_bits + 1`` fraction bits below E, c to
+    ``frac_bits``. Their exact sum is rounded down to ``sum_bits`` fraction bits below its
+    leading bit, whose exponent counts as at least ``emin_out``.
+    """
+    sc, ec = hw_decode(c, hw.t_out, hw.emin_out)
+    e_top = maximum(e_dot, c_exponent(c, hw))
+    g = maximum(hw.sum_bits + 1, hw.frac_bits)  # both terms on the grid 2**(e_top - g)
+    dot = hw_truncate(total, e_dot - hw.frac_bits, e_top, hw.sum_bits + 1)
+    cut_c = hw_truncate(select(f64_bits(c) < 0, -sc, sc), ec - hw.t_out, e_top, hw.frac_bits)
+    s = (dot << (g - hw.sum_bits - 1)) + (cut_c << (g - hw.frac_bits))
+    lead = maximum(e_top - g + bitlen(abs(s)) - 1, hw.emin_out)
+    return hw_truncate(s, e_top - g, lead, hw.sum_bits), lead - hw.sum_bits
+
+
+def hw_finish(total, e_align, c, hw, out_spec, want_flags):
+    """The block's exact sum rounded once to the output: ``total * 2**(e_align -
+    frac_bits)`` (c among its terms), or under ``round_down`` that sum of the products
+    and c added as ``hw_round_down`` does."""
+    s, e_lsb = total, e_align - hw.frac_bits
+    if hw.round_down != 0:
+        s, e_lsb = hw_round_down(total, e_align, c, hw)
+    neg = s < 0
+    a, sticky = pack(abs(s), e_lsb, False)
     v, flags = round_mag(a, sticky, neg, 0, out_spec, True)
     return hw_output(v, flags, neg, hw), select(want_flags, flags, 0)
 

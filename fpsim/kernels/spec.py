@@ -45,6 +45,9 @@ class BlockSpec(NamedTuple):
     exp_floor: int  # lowest alignment exponent (NO_EXPONENT: none)
     overflow_inf: int  # 1: a result beyond the output's range is +-inf (0: as rounded)
     signed_zero: int  # 1: a nonzero sum rounded to zero keeps its sign (0: +0)
+    round_down: int  # 1: AMD CDNA3's two-stage alignment (align="round_down"); 0: truncation
+    sum_bits: int  # round_down: fraction bits of the second stage's sum (0 under truncation)
+    product_limit: float  # round_down: a product this large is +-inf (inf under truncation)
 
 
 def make_spec(
