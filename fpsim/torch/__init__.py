@@ -13,6 +13,8 @@ torch); it needs the ``torch`` extra (``pip install 'fpsim[torch]'``).
   backward's products.
 - ``quantize``: a block-scaled quantization (MX, NVFP4, ...) and back, the gradient
   straight through.
+- ``emulate(model, policy)``: an fpsim precision policy (``"mixed"``, ``"bf16"``, ...) on a
+  torch model: parameters, activations, gradients and dot products as the policy says.
 
 docs/torch.md shows an example and says what is not built yet.
 
@@ -28,10 +30,11 @@ from fpsim._optional import require
 
 require("torch", "fpsim.torch")
 
+from fpsim.torch.emulation import Emulation, emulate  # noqa: E402
 from fpsim.torch.exchange import to_array, to_tensor  # noqa: E402
 from fpsim.torch.products import bmm, conv2d, linear, matmul  # noqa: E402
 from fpsim.torch.quantizing import quantize  # noqa: E402
 from fpsim.torch.rounding import Round, Rounding, round  # noqa: E402
 
-__all__ = ["Round", "Rounding", "bmm", "conv2d", "linear", "matmul", "quantize", "round",
-           "to_array", "to_tensor"]
+__all__ = ["Emulation", "Round", "Rounding", "bmm", "conv2d", "emulate", "linear", "matmul",
+           "quantize", "round", "to_array", "to_tensor"]

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
+from fpsim.autograd.tensor import grad_observers
 from fpsim.backends import backend
 from fpsim.flags import NAMES
 from fpsim.formats import Format, as_format
@@ -197,7 +198,8 @@ class RoundFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor
                  ) -> tuple[torch.Tensor, None, None, None]:
-        """The backward: ``grad`` as it is, or rounded by the backward ``Rounding``."""
+        """The backward: ``grad`` as it is, or rounded by the backward ``Rounding`` (each
+        rounding shown to fpsim's gradient observers, ``fpsim.training.FlushCounter``)."""
         rounding: Rounding | None = ctx.backward_rounding
         if rounding is None:
             return grad, None, None, None
@@ -205,6 +207,11 @@ class RoundFunction(torch.autograd.Function):
         values, flags = rounding.apply(grad, flags=capture is not None)
         if capture is not None:
             capture.grad_flags = flags
+        if grad_observers:  # fpsim.training.FlushCounter and the like
+            seen = [to_array(v.float() if v.is_cuda and v.dtype == torch.bfloat16 else v)
+                    for v in (grad, values)]
+            for observe in grad_observers:
+                observe(seen[0], seen[1], rounding.fmt)
         return values, None, None, None
 
 
