@@ -9,8 +9,7 @@ H100; the docs give the sources). ``H100_TF32``, ``H100_F16`` and ``h100_fp8_mma
 ``mma.sync`` as sm_90 lowers it) are the H100 instructions that the probe of 2026-11-25
 decided, outside ``PRESETS``, which holds the presets recorded against MMA-Sim.
 ``MI300``, ``MI300_BF16`` and ``MI300_XF32`` are AMD CDNA3's fp16, bf16 and xf32 ``mfma``
-(``align="round_down"``, MMA-Sim's model), recorded against MMA-Sim too but outside
-``PRESETS``: the backends' kernels do not run them (``BlockFMA.params`` refuses them).
+(``align="round_down"``, MMA-Sim's model), in ``PRESETS`` too.
 ``mi200_mfma`` and ``mi100_mfma`` are CDNA2's and CDNA1's fp16 and bf16 ``mfma``, which are
 not a block FMA (rounded additions in pairs; one exact sum rounded once).
 
@@ -127,11 +126,12 @@ MI300_XF32 = _replace(MI300.with_input("tf32"), block=4)
 # each k32 step a chunk of its own added to a binary32 accumulator (nearest even).
 _H100_FP8_MMA = H100.with_promotion(32)
 #: Every preset checked against MMA-Sim's recorded instructions, by its name (``"H100"``,
-#: ``"H100/bf16"``, ``"H100_FP8"``, ...).
+#: ``"H100/bf16"``, ``"H100_FP8"``, ``"MI300/tf32"``, ...): the names ``Policy(model=...)``
+#: takes.
 PRESETS: dict[str, BlockFMA] = {
     m.name: m for m in (V100, T4, A100, L40, H100, B200, RTX5090, A100_BF16, L40_BF16,
                         H100_BF16, B200_BF16, RTX5090_BF16, L40_FP8, H100_FP8, H100_FP8_F16,
-                        B200_FP8, RTX5090_FP8)
+                        B200_FP8, RTX5090_FP8, MI300, MI300_BF16, MI300_XF32)
 }
 
 

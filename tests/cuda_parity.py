@@ -397,7 +397,13 @@ def check_blocks(gpu, ref, report, rng) -> None:
                                 input="fp8_e4m3", output="fp16"),
               fpsim.hw.H100_FP8.with_inputs("fp8_e5m2", "fp8_e4m3"),
               fpsim.hw.L40_FP8.with_inputs("fp8_e4m3", "fp8_e5m2"),
-              fpsim.hw.B200_FP8.with_inputs("fp6_e3m2", "fp4_e2m1")]
+              fpsim.hw.B200_FP8.with_inputs("fp6_e3m2", "fp4_e2m1"),
+              # AMD CDNA3's two-stage alignment (the presets are in PRESETS), and a custom
+              # one: no floor, saturation, +0 for every zero, bf16 output.
+              fpsim.hw.BlockFMA("custom-round-down", block=3, frac_bits=6, exp_floor=None,
+                                input="fp8_e5m2", output="bf16", overflow="saturate",
+                                output_rounding="nearest_even", align="round_down",
+                                sum_bits=9)]
     for index, (model, k_len) in enumerate(itertools.product(models, (0, 3, 16, 33))):
         hw = model.params()
         fin, fout = as_format(model.input), as_format(model.output)

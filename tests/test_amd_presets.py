@@ -666,3 +666,22 @@ def test_mi100_against_the_rational_reference(fmt):
         check_mi100(*problem, fmt)
 
     run()
+
+
+@pytest.mark.parametrize(("compute", "preset"), [("fp16", fpsim.hw.MI300),
+                                                 ("bf16", fpsim.hw.MI300_BF16)])
+def test_a_policy_takes_the_mi300_presets(compute, preset):
+    """MI300 is in fpsim.hw.PRESETS: under ``model=MI300`` a linear layer's product is
+    ``fpsim.matmul(..., model=MI300)`` (fp16, or bf16 inputs) rounded to the compute format."""
+    import fpsim.nn.functional as F
+    from fpsim.precision import parse
+
+    assert fpsim.hw.PRESETS["MI300"] is fpsim.hw.MI300
+    rng = np.random.default_rng(9)
+    x, w = rng.normal(size=(4, 24)), rng.normal(size=(3, 24))
+    x[:, :2] = [2.0**12, -(2.0**12)]
+    with parse(f"mixed,compute={compute},model=MI300"):
+        y = F.linear(fpsim.tensor(x), fpsim.tensor(w))
+    xs, ws = (fpsim.round(v, compute) for v in (x, w))
+    want = fpsim.round(fpsim.matmul(xs, ws.T, model=preset), compute)
+    np.testing.assert_array_equal(y.data, want)

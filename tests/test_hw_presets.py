@@ -163,8 +163,12 @@ def test_preset_parameters_are_mmasims(name):
 
 
 def test_every_preset_has_a_rule():
-    bases = {name.split("/")[0] for name in fpsim.hw.PRESETS}
+    """The truncating (NVIDIA) presets here; the rounding-down (AMD) ones in
+    test_amd_presets.py."""
+    bases = {name.split("/")[0] for name, m in fpsim.hw.PRESETS.items() if m.align == "truncate"}
     assert bases == set(MMASIM_RULES)
+    assert {m.name for m in fpsim.hw.PRESETS.values() if m.align == "round_down"} == {
+        "MI300", "MI300/bf16", "MI300/tf32"}
 
 
 # --- directed cases -------------------------------------------------------------------------

@@ -138,6 +138,7 @@ def test_every_preset_is_recorded():
     recorded = {getattr(fpsim.hw, key[:-5]).name for key in INSTRUCTIONS if key.endswith("fp16")}
     recorded |= {preset_model(key).name for key in INSTRUCTIONS if key.endswith("bf16")}
     recorded |= {ABOUT["fp8"][key]["preset"] for key in FP8}
+    recorded |= {model.name for model in CDNA3.values()}
     assert recorded == set(fpsim.hw.PRESETS)
 
 
