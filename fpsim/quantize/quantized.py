@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -11,13 +12,19 @@ import numpy.typing as npt
 from numpy.lib.array_utils import normalize_axis_index
 
 from fpsim._checks import boolean, integer
+from fpsim._elementwise import random_key
 from fpsim._inputs import as_float_array
-from fpsim.bits import to_bits
+from fpsim.backends import get_backend_name
+from fpsim.bits import from_bits
+from fpsim.formats import Format
+from fpsim.kernels.blockscale import Encoding
+from fpsim.kernels.spec import make_spec
 from fpsim.quantize.blocks import Blocks
 from fpsim.quantize.blockwise import scale_blockwise
 from fpsim.quantize.current import scale_current
-from fpsim.quantize.mx import scale_mx
-from fpsim.quantize.nvfp4 import scale_nvfp4
+from fpsim.quantize.kernels import array_kernels
+from fpsim.quantize.mx import mx_parameters, scale_mx
+from fpsim.quantize.nvfp4 import nvfp4_parameters, scale_nvfp4
 from fpsim.quantize.schemes import Scheme, scheme
 from fpsim.quantize.telemetry import QuantizationStats, summarize
 from fpsim.rounding import round as round_to
@@ -41,10 +48,10 @@ class Quantized:
         The scheme (element and scale formats, block size).
     axis : int
         The axis along which consecutive elements form blocks (non-negative).
-    values : numpy.ndarray of float64
-        The elements' values, in the shape of the input.
     bits : numpy.ndarray of unsigned integers
-        The elements' encodings in ``scheme.element``.
+        The elements' encodings in ``scheme.element``, in the shape of the input.
+    values : numpy.ndarray of float64
+        The elements' values (decoded from ``bits`` on first use).
     scales : numpy.ndarray of float64
         Each block's scale: the input's shape with ``axis`` cut to the number of blocks
         (the last one shorter where the axis is not a multiple of the block); NaN for an
@@ -68,11 +75,12 @@ class Quantized:
     >>> q = fpsim.quantize([0.1, -3.0, 1000.0, 0.0], "mxfp4_e2m1", pad=True)
     >>> q.values.tolist(), q.scales.tolist(), q.scale_bits.tolist()
     ([0.0, -0.0, 6.0, 0.0], [128.0], [134])
+    >>> q.bits.tolist()  # e2m1: sign, 2 exponent bits, 1 fraction bit
+    [0, 8, 7, 0]
     """
 
     scheme: Scheme
     axis: int
-    values: Floats
     bits: Codes
     scales: Floats
     scale_bits: Codes
@@ -81,6 +89,11 @@ class Quantized:
     flags: npt.NDArray[np.uint8]
     amax: float
     tensor_scale: float | None = None
+
+    @functools.cached_property
+    def values(self) -> Floats:
+        """The elements' values, in the shape of the input (decoded from ``bits``)."""
+        return decoded(self.bits, self.scheme.element)
 
     def stats(self) -> QuantizationStats:
         """Telemetry: the shares of elements saturated, flushed to zero and subnormal, the
@@ -102,20 +115,44 @@ class Quantized:
     @property
     def shape(self) -> tuple[int, ...]:
         """The shape of the quantized array."""
-        return tuple(self.values.shape)
+        return tuple(self.bits.shape)
 
     @property
     def block(self) -> int:
         """Elements per block along ``axis`` (the axis's length for per_row, the array's
         size for per_tensor)."""
         if self.scheme.name == "per_tensor":
-            return int(self.values.size)
-        return self.scheme.block or int(self.values.shape[self.axis])
+            return int(self.bits.size)
+        return self.scheme.block or int(self.bits.shape[self.axis])
 
     def __repr__(self) -> str:
         return (f"Quantized(scheme={self.scheme.name!r}, shape={self.shape}, axis={self.axis}, "
                 f"blocks={self.scales.size}, scale_rule={self.scale_rule!r}, "
                 f"rounding={self.rounding!r})")
+
+
+@functools.lru_cache(maxsize=64)
+def _table(fmt: Format) -> Floats:
+    """The value of every encoding of a format of at most 8 bits."""
+    table: Floats = np.asarray(from_bits(np.arange(1 << fmt.bits), fmt), np.float64)
+    table.setflags(write=False)
+    return table
+
+
+def decoded(bits: Codes, fmt: Format) -> Floats:
+    """The values of the encodings ``bits`` of ``fmt`` (``fpsim.from_bits``; a table
+    lookup for formats of 8 bits or fewer)."""
+    if fmt.bits <= 8:
+        return _table(fmt)[bits]
+    return np.asarray(from_bits(bits, fmt), np.float64).reshape(bits.shape)
+
+
+def encoded(values: Any, fmt: Format) -> Codes:
+    """The encodings of values of ``fmt``, as ``fmt.bits_dtype``
+    (``fpsim.kernels.blockscale.encode``)."""
+    codes = array_kernels()["encode"](np.asarray(values, np.float64), Encoding.of(fmt))
+    out: Codes = np.asarray(codes).astype(fmt.bits_dtype)
+    return out
 
 
 def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
@@ -197,7 +234,9 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
                          f"{', '.join(sch.rules)}")
     pad = boolean(pad, "pad")
     axis = integer(axis, "axis")
-    arr = np.asarray(as_float_array(x, "x"), dtype=np.float64)
+    spec = make_spec(sch.element, rounding, subnormals, True, random_bits)
+    arr = as_float_array(x, "x")
+    arr = np.asarray(arr, dtype=np.float32 if arr.dtype == np.float32 else np.float64)
     if sch.rows > 1:  # tiles over the last two axes
         if arr.ndim < 2:
             raise ValueError(f"{sch.name} tiles the last two axes: x must have at least 2 "
@@ -206,44 +245,70 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
             raise ValueError(f"axis={axis}: {sch.name} tiles the last two axes; leave axis "
                              "at -1")
         ax = arr.ndim - 1
-        blocks = Blocks(arr, sch.block, sch.rows)
         uneven = arr.shape[-2] % sch.rows or arr.shape[-1] % sch.block
         what = f"shape {arr.shape[-2:]} is not a multiple of the {sch.rows}x{sch.block} tile"
-    elif sch.name == "per_tensor":  # one block: every element, in C order
-        ax = normalize_axis_index(axis, arr.ndim)
-        blocks, uneven, what = Blocks(arr.reshape(-1), max(arr.size, 1)), 0, ""
     else:
         ax = normalize_axis_index(axis, arr.ndim)
-        size = sch.block or max(arr.shape[ax], 1)  # per_row: the whole axis
-        blocks = Blocks(np.moveaxis(arr, ax, -1), size)
-        uneven = arr.shape[ax] % size
+        size = sch.block or max(arr.shape[ax], 1)  # per_row, per_tensor: the whole axis
+        uneven = 0 if sch.name == "per_tensor" else arr.shape[ax] % size
         what = (f"x has {arr.shape[ax]} elements along axis {ax}, not a multiple of the "
                 f"block of {sch.block}")
     if uneven and not pad:
         raise ValueError(f"{what} of {sch.name}: pass pad=True for shorter last blocks")
+    if get_backend_name() == "numba" and sch.kind in ("mx", "nvfp4") and sch.rows == 1:
+        from fpsim.backends import numba_quantize  # Numba compiles on first use
+
+        key = random_key(seed, spec.mode)
+        if sch.kind == "mx":
+            params = mx_parameters(sch, rule, spec)
+            bits, flags, scale_bits, amax = numba_quantize.quantize_mx(arr, ax, params, key)
+            tensor_scale = None
+        else:
+            bits, flags, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
+                arr, ax, sch, spec, key)
+            tensor_scale = nv.global_decode
+        return Quantized(scheme=sch, axis=ax, bits=bits,
+                         scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
+                         scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
+                         flags=flags, amax=amax)
+    return _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
+
+
+def _quantize_arrays(arr: Floats, sch: Scheme, ax: int, rule: str, rounding: str,
+                     subnormals: bool, seed: int | None, random_bits: int | None) -> Quantized:
+    """``quantize`` in whole-array operations: the block-scaling kernels on the host, the
+    elements rounded by the backend in force."""
+    tensor_scale = None
+    if sch.rows > 1:
+        blocks = Blocks(arr, sch.block, sch.rows)
+    elif sch.name == "per_tensor":  # one block: every element, in C order
+        blocks = Blocks(arr.reshape(-1), max(arr.size, 1))
+    else:
+        blocks = Blocks(np.moveaxis(arr, ax, -1), sch.block or max(arr.shape[ax], 1))
+    spec = make_spec(sch.element, rounding, subnormals, True, random_bits)
+    amax = float(np.max(np.abs(arr))) if arr.size else 0.0
     if sch.kind == "nvfp4":
-        scaled, per_block, tensor_scale = scale_nvfp4(blocks)
+        params = nvfp4_parameters(sch, amax, spec)
+        scaled, per_block = scale_nvfp4(blocks, params)
+        tensor_scale = params.global_decode
     elif sch.kind == "blockwise":
-        (scaled, per_block), tensor_scale = scale_blockwise(blocks), None
+        scaled, per_block = scale_blockwise(blocks)
     elif sch.kind == "current":
         pow2 = rule == "transformer_engine_pow2"
-        (scaled, per_block), tensor_scale = scale_current(blocks, sch.element.max, pow2), None
+        scaled, per_block = scale_current(blocks, sch.element.max, pow2)
     else:
-        (scaled, per_block), tensor_scale = scale_mx(blocks, sch, rule), None
+        scaled, per_block = scale_mx(blocks, mx_parameters(sch, rule, spec))
     if sch.name == "per_tensor":  # an empty tensor: amax 0, scale 1
         per_block = per_block if per_block.size else np.ones(1)
         scaled, per_block = scaled.reshape(arr.shape), per_block.reshape((1,) * arr.ndim)
     rounded, flags = round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
                               subnormals=subnormals, saturate=True, seed=seed,
                               random_bits=random_bits, flags=True)
-    values = np.asarray(rounded, dtype=np.float64)
-    scales = np.moveaxis(per_block, -1, ax)
-    return Quantized(scheme=sch, axis=ax, values=values,
-                     bits=np.asarray(to_bits(values, sch.element)), scales=scales,
-                     scale_bits=np.asarray(to_bits(scales, sch.scale_format)),
+    scale_bits = encoded(np.moveaxis(per_block, -1, ax), sch.scale_format)
+    return Quantized(scheme=sch, axis=ax, bits=encoded(rounded, sch.element),
+                     scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
                      scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
-                     flags=np.asarray(flags, dtype=np.uint8),
-                     amax=float(np.max(np.abs(arr))) if arr.size else 0.0)
+                     flags=np.asarray(flags, dtype=np.uint8), amax=amax)
 
 
 def dequantize(q: Quantized) -> Floats:

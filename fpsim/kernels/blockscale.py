@@ -1,0 +1,171 @@
+"""Block scaling, written once: an MX block's shared scale exponent, NVFP4's block scales,
+the value each element rounds, and a format value's encoding.
+
+Branch-free scalar code over the primitives, as the rest of ``fpsim.kernels``: the NumPy
+backend runs it on whole arrays (``fpsim.quantize``), the Numba quantization loops per
+block and element (``fpsim.backends.numba_quantize``). Binary32 steps are binary64
+operations whose result is exact, rounded once to binary32 by the one rounding primitive
+(``round_value`` with a binary32 spec); ``nvfp4_scaled`` alone computes in the binary32
+type its operands arrive in.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from fpsim.kernels.core import (
+    BIAS,
+    FRAC,
+    FRAC_MASK,
+    HIDDEN,
+    INF_BITS,
+    MAG,
+    NAN,
+    SHIFT_CAP,
+    bitlen,
+    decode,
+    pow2_bits,
+    round_value,
+    sign_bit,
+)
+from fpsim.kernels.prims import bits_f64, f64_bits, maximum, minimum, select
+
+# The MX scale rules, by code (``fpsim.quantize.scale_rules`` names them).
+OCP = 0
+CEIL = 1
+TORCHAO_EVEN = 2
+TRANSFORMER_ENGINE = 3
+NO_SCALE = -(1 << 40)  # below every scale format's range: clamped to its smallest scale
+ONE_BITS = 0x3FF0000000000000  # the encoding of 1.0
+TINY = 5e-324  # 2**-1074, binary64's smallest subnormal
+E4M3_MAX = 448.0
+ZERO32 = np.float32(0.0)
+
+
+class Encoding(NamedTuple):
+    """A format's encoding, as ``encode`` reads it."""
+
+    t: int  # fraction bits
+    emin: int  # exponent of the smallest normal (the smallest value, exponent-only formats)
+    bias: int  # exponent field of 2**e is e + bias
+    sign: int  # the sign bit's value in the encoding (0: unsigned)
+    inf: int  # the encoding of +inf (0: no infinities)
+    nan: int  # the encoding of NaN (the quiet NaN with a zero sign)
+
+    @classmethod
+    def of(cls, fmt):
+        """The ``Encoding`` of an ``fpsim.Format``."""
+        top = (1 << fmt.exp_bits) - 1
+        nan_frac = (1 << fmt.man_bits) - 1 if not fmt.infinities else 1 << (fmt.man_bits - 1)
+        return cls(fmt.man_bits, fmt.emin, fmt.bias, (1 << (fmt.bits - 1)) if fmt.signed else 0,
+                   (top << fmt.man_bits) if fmt.infinities else 0,
+                   (top << fmt.man_bits) | nan_frac)
+
+
+def floor_log2(a):
+    """floor(log2(v)) of a positive finite magnitude v with encoding ``a``."""
+    ef = a >> FRAC
+    return select(ef > 0, ef - BIAS, bitlen(a) - (BIAS + FRAC))
+
+
+def is_power_of_two(a):
+    """Whether the positive finite magnitude with encoding ``a`` is a power of two."""
+    frac = a & FRAC_MASK
+    return select((a >> FRAC) > 0, frac == 0, (frac & (frac - 1)) == 0)
+
+
+def significand(a):
+    """The 53-bit significand of the positive finite magnitude with encoding ``a``,
+    normalised: in [2**52, 2**53)."""
+    frac = a & FRAC_MASK
+    shift = minimum(maximum(FRAC + 1 - bitlen(frac), 0), SHIFT_CAP)
+    return select((a >> FRAC) > 0, frac | HIDDEN, frac << shift)
+
+
+def mx_exponent(amax, rule, emax, t, inv_max, low, high, fp32):
+    """An MX block's scale exponent from its amax (>= 0, or NaN) by ``rule`` (a code
+    above), clamped to ``low..high``, and whether the scale is NaN: ``(s, nan)``.
+
+    ``emax`` and ``t`` are the element format's largest exponent and fraction bits,
+    ``inv_max`` is ``1 / max`` rounded to binary32, ``fp32`` the spec of binary32 in
+    nearest-even. A NaN or infinite amax, or under ``TRANSFORMER_ENGINE`` one beyond
+    binary32's range, makes the scale NaN; a zero block gets ``low``.
+    """
+    a = f64_bits(amax) & MAG
+    positive = (a != 0) & (a < INF_BITS)
+    safe = select(positive, a, ONE_BITS)
+    fl = floor_log2(safe)
+    up = select(is_power_of_two(safe), 0, 1)
+    # torchao's EVEN: amax's significand, rounded half up to t fraction bits, carries.
+    carries = select(significand(safe) >= (1 << (FRAC + 1)) - (1 << (FRAC - 1 - t)), 1, 0)
+    # TransformerEngine: descale = binary32(amax) * binary32(1 / max), rounded to binary32
+    # (the product of two binary32 values is exact in binary64), then rounded up to a
+    # power of two (cvt.rp.satfinite.ue8m0x2.f32).
+    a32, _ = round_value(bits_f64(safe), 0, fp32, False)
+    descale, _ = round_value(a32 * inv_max, 0, fp32, False)
+    d = f64_bits(descale)
+    d_safe = select((d > 0) & (d < INF_BITS), d, ONE_BITS)
+    te = select(d > 0, floor_log2(d_safe) + select(is_power_of_two(d_safe), 0, 1), NO_SCALE)
+    s = select(rule == OCP, fl - emax,
+               select(rule == CEIL, fl + up - emax,
+                      select(rule == TORCHAO_EVEN, fl + carries - emax, te)))
+    nan = (a >= INF_BITS) | ((rule == TRANSFORMER_ENGINE) & (d >= INF_BITS))
+    return select(positive & (nan == 0), minimum(maximum(s, low), high), low), nan
+
+
+def mx_scaled(x, s, nan):
+    """``x / 2**s``, exactly: the value an MX element rounds (+0 in a block whose scale is
+    NaN). A quotient that falls into binary64's subnormals and loses bits (only beside a
+    scale clamped at its top) is the smallest subnormal of its sign instead: far below
+    half of any element format's smallest subnormal, it rounds as the exact value does in
+    every mode, stochastic included."""
+    scaled = x * bits_f64(pow2_bits(0 - s))
+    lost = scaled * bits_f64(pow2_bits(s)) != x
+    return select(nan, 0.0, select(lost, select(sign_bit(x), -TINY, TINY), scaled))
+
+
+def pow2_or_nan(s, nan):
+    """The scale ``2**s``, or NaN."""
+    return select(nan, NAN, bits_f64(pow2_bits(s)))
+
+
+def nvfp4_block_scales(amax, multiplier, global_decode, fp32, e4m3):
+    """An NVFP4 block's scales from its amax (>= 0, or NaN), as TransformerEngine computes
+    them in binary32 from the block read as binary32: ``(decode, encode)``.
+
+    ``decode = e4m3(min(binary32(binary32(amax) * multiplier), 448))`` is the block's UE4M3
+    scale (rounding is monotonic: the binary32 block's amax is ``amax`` rounded);
+    ``encode = min(binary32(1 / binary32(decode * global_decode)), FLT_MAX)`` (FLT_MAX for a
+    zero ``decode``) multiplies the elements. ``fp32`` and ``e4m3`` are the specs of
+    binary32 and UE4M3 in nearest-even. The quotient is binary64's, rounded to binary32: for
+    binary32 operands that double rounding is innocuous (53 >= 2 * 24 + 2 bits).
+    """
+    amax32, _ = round_value(amax, 0, fp32, False)
+    product, _ = round_value(amax32 * multiplier, 0, fp32, False)
+    scale, _ = round_value(select(product > E4M3_MAX, E4M3_MAX, product), 0, e4m3, False)
+    denominator, _ = round_value(scale * global_decode, 0, fp32, False)
+    zero = denominator == 0.0
+    quotient, _ = round_value(1.0 / select(zero, 1.0, denominator), 0, fp32, False)
+    encode = select(zero | (quotient > fp32.maxv), fp32.maxv, quotient)
+    return scale, encode
+
+
+def nvfp4_scaled(x, encode):
+    """``x * encode`` for binary32-typed operands: the binary32 product an NVFP4 element
+    rounds (+0 for NaN)."""
+    y = x * encode
+    return select(y != y, ZERO32, y)
+
+
+def encode(v, code):
+    """The encoding of ``v``, a value of the format that ``code`` (an ``Encoding``)
+    describes (a NaN: the format's quiet NaN)."""
+    a = f64_bits(v) & MAG
+    sig, e = decode(a, code.t)
+    top = e + code.t  # floor(log2 |v|)
+    normal = ((top + code.bias) << code.t) + sig - (1 << code.t)
+    sub = sig >> minimum(maximum(code.emin - top, 0), SHIFT_CAP)
+    magnitude = select(top >= code.emin, normal, sub)
+    magnitude = select(a == 0, 0, select(a == INF_BITS, code.inf, magnitude))
+    nan = a > INF_BITS
+    return select(nan, code.nan, magnitude | select(sign_bit(v) & (nan == 0), code.sign, 0))
