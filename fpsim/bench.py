@@ -29,11 +29,22 @@ from fpsim._machine import compiled_for, machine
 from fpsim.backends import get_backend
 from fpsim.kernels.carrier import BINARY64
 from fpsim.kernels.spec import make_spec
+from fpsim.quantize.schemes import scheme as quantize_scheme
 
 ROUND_FORMATS = ("fp16", "bf16", "fp8_e4m3")
 ARITH_FORMATS = ("fp16", "bf16")
 OUT_FORMATS = ("fp16", "bf16")
 OUT_MODES = ("nearest_even", "toward_zero", "stochastic")
+QUANTIZE_SCHEMES = ("mxfp8_e4m3", "nvfp4")
+
+
+def quantize_kernel(x: np.ndarray, backend: str) -> str:
+    """The encoding ``fpsim.quantize`` rounds the elements of ``x`` on."""
+    if backend != "numba":
+        return BINARY64.name
+    from fpsim.backends import numba_quantize
+
+    return numba_quantize.kernel_name(x)
 
 
 def seed(mode: str) -> int | None:
@@ -173,6 +184,13 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
                     kind("round_value", x.dtype, np.dtype(np.float32), spec, size=x.size))
             row("add, float16 operands", "fp16", partial(fpsim.add, halves, halves, "fp16"),
                 BINARY64.name)
+        if sync is None:
+            # Block quantization of the same float32 values (issue 32): MXFP8 and NVFP4,
+            # beside ml_dtypes' plain casts to their element formats (fp8_e4m3 above).
+            row("ml_dtypes astype", "fp4_e2m1", partial(x.astype, ml_dtypes.float4_e2m1fn))
+            for scheme in QUANTIZE_SCHEMES:
+                row(f"quantize {scheme}", quantize_scheme(scheme).element.name,
+                    partial(fpsim.quantize, x, scheme, pad=True), quantize_kernel(x, backend))
         for fmt in ARITH_FORMATS:
             a = fpsim.round(x, fmt, saturate=True)
             b = fpsim.round(xp.asarray(inputs(n, seed=1)), fmt, saturate=True)
