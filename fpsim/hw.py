@@ -12,6 +12,9 @@ decided, outside ``PRESETS``, which holds the presets recorded against MMA-Sim.
 (``align="round_down"``, MMA-Sim's model), in ``PRESETS`` too.
 ``mi200_mfma`` and ``mi100_mfma`` are CDNA2's and CDNA1's fp16 and bf16 ``mfma``, which are
 not a block FMA (rounded additions in pairs; one exact sum rounded once).
+``BLOCK_SCALED`` holds Blackwell's block-scaled MMAs (``BlockScaledFMA``: kind::mxf8f6f4,
+kind::mxf4, kind::mxf4nvf4), which take ``Quantized`` operands: ``fpsim.matmul(qa, qb,
+model=fpsim.hw.B200_NVF4)``.
 
 Examples
 --------
@@ -38,6 +41,7 @@ from fpsim.accumulation.blocks import (
     BlockFMA,
     block_matmul,
 )
+from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul
 from fpsim.formats import Format
 from fpsim.formats import as_format as fpsim_format
 
@@ -46,7 +50,9 @@ __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS",
            "H100_BF16", "B200_BF16", "RTX5090_BF16", "L40_FP8", "H100_FP8", "H100_FP8_F16",
            "B200_FP8", "RTX5090_FP8", "E8M13", "H100_TF32", "H100_F16", "h100_fp8_mma",
            "ALIGNMENTS", "MI300", "MI300_BF16", "MI300_XF32", "mi200_mfma",
-           "mi100_mfma"]
+           "mi100_mfma", "BlockScaledFMA", "block_scaled_matmul", "BLOCK_SCALED",
+           "B200_MXF8F6F4", "B200_MXF4", "B200_NVF4", "RTX5090_MXF8F6F4", "RTX5090_MXF4",
+           "RTX5090_NVF4"]
 
 # Fasi, Higham, Mikaitis, Pranesh, PeerJ Comput. Sci. 7:e330 (2021); Khattak and
 # Mikaitis, "Accurate models of NVIDIA tensor cores" (2025); Xie et al., "MMA-Sim"
@@ -122,6 +128,37 @@ MI300_BF16 = MI300.with_input("bf16")
 #: instruction reads fp32 registers and truncates them to tf32: pass tf32 values), blocks
 #: of 4.
 MI300_XF32 = _replace(MI300.with_input("tf32"), block=4)
+# Blackwell's block-scaled MMAs (MMA-Sim 2.1.1, mmasim/nv_ptx/sim.py: MMA_ST_FDPA(F=25,
+# L_max=32, e_zero=-133) for kind::mxf8f6f4, MMA_GST_FDPA(G=16, F=35, L_max=64,
+# e_zero=-139) for kind::mxf4 and kind::mxf4nvf4; docs/hardware-models.md).
+_F8F6F4 = ("fp8_e4m3", "fp8_e5m2", "fp6_e3m2", "fp6_e2m3", "fp4_e2m1")
+_F4 = BlockFMA("F4", block=64, frac_bits=35, exp_floor=-139, input="fp4_e2m1")
+#: Blackwell's ``tcgen05.mma`` kind::mxf8f6f4.block_scale.block32 (E8M0 scales, one per 32
+#: elements of K): ``B200_FP8``'s block of 32 with each product's exponent raised by its
+#: two scales' exponents. Elements: fp8 e4m3/e5m2, fp6 e3m2/e2m3, fp4 e2m1, any pairing.
+B200_MXF8F6F4 = BlockScaledFMA("B200_MXF8F6F4", B200_FP8, "e8m0", 32, None, _F8F6F4)
+#: Blackwell's ``tcgen05.mma`` kind::mxf4.block32 and kind::mxf4nvf4.block32 with E8M0
+#: scales (MXFP4): k64, each group of 16 fp4 products summed exactly and scaled as one
+#: term at its scales' exponent, 35 fraction bits, floor -139.
+B200_MXF4 = BlockScaledFMA("B200_MXF4", _replace(_F4, name="B200_MXF4"), "e8m0", 32, 16,
+                           ("fp4_e2m1",))
+#: Blackwell's ``tcgen05.mma`` kind::mxf4nvf4.block16 with UE4M3 scales (NVFP4): as
+#: ``B200_MXF4``, one UE4M3 scale per 16 elements of K.
+B200_NVF4 = BlockScaledFMA("B200_NVF4", _replace(_F4, name="B200_NVF4"), "ue4m3", 16, 16,
+                           ("fp4_e2m1",))
+#: RTX Blackwell's ``mma.sync`` m16n8k32 kind::mxf8f6f4.block_scale: as ``B200_MXF8F6F4``.
+RTX5090_MXF8F6F4 = BlockScaledFMA("RTX5090_MXF8F6F4", RTX5090_FP8, "e8m0", 32, None, _F8F6F4)
+#: RTX Blackwell's ``mma.sync`` m16n8k64 kind::mxf4 (and mxf4nvf4.block32, E8M0): as
+#: ``B200_MXF4``.
+RTX5090_MXF4 = _replace(B200_MXF4, name="RTX5090_MXF4")
+#: RTX Blackwell's ``mma.sync`` m16n8k64 kind::mxf4nvf4.block16 (UE4M3): as ``B200_NVF4``.
+RTX5090_NVF4 = _replace(B200_NVF4, name="RTX5090_NVF4")
+#: The block-scaled instructions, by name (``fpsim.matmul(qa, qb, model=...)`` with two
+#: ``Quantized`` operands; each checked against MMA-Sim's recorded instructions).
+BLOCK_SCALED: dict[str, BlockScaledFMA] = {
+    m.name: m for m in (B200_MXF8F6F4, B200_MXF4, B200_NVF4, RTX5090_MXF8F6F4, RTX5090_MXF4,
+                        RTX5090_NVF4)
+}
 # The sm_90 lowering of fp8 ``mma.m16n8k32`` (``h100_fp8_mma``): the H100's fp16 model,
 # each k32 step a chunk of its own added to a binary32 accumulator (nearest even).
 _H100_FP8_MMA = H100.with_promotion(32)

@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate
+from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul
 from fpsim.formats import as_format
+from fpsim.quantize.blocks import Blocks
 from fpsim.quantize.quantized import Quantized, dequantize
 from fpsim.rounding import round as round_to
 
@@ -51,9 +53,11 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
     """``fpsim.matmul`` of block-scaled operands; ``options`` as ``fpsim.matmul`` takes them.
 
     Each term ``a[m, k] * b[k, n] * scale_a * scale_b`` is exact; the terms are added in
-    ``k`` order (or pairwise), each addition rounded to ``accum``. An NVFP4 tensor scale
-    multiplies the result at the end: ``alpha = fp32(ts_a * ts_b)``, the result
-    ``acc * alpha`` rounded once to ``accum`` (nearest even), as a GEMM epilogue does.
+    ``k`` order (or pairwise), each addition rounded to ``accum``; or, with a block-scaled
+    instruction's ``model`` (``fpsim.hw.BLOCK_SCALED``), as that instruction adds them,
+    chained over K. An NVFP4 tensor scale multiplies the result at the end:
+    ``alpha = fp32(ts_a * ts_b)``, the result ``acc * alpha`` rounded once to ``accum``
+    (the model's output) to nearest even, as a GEMM epilogue does.
 
     Examples
     --------
@@ -63,14 +67,18 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
     >>> b = fpsim.quantize(np.full((32, 1), 0.5), "mxfp8_e4m3", axis=0)
     >>> fpsim.matmul(a, b).tolist()
     [[48.0]]
+    >>> fpsim.matmul(a, b, model=fpsim.hw.B200_MXF8F6F4).tolist()
+    [[48.0]]
     """
     for name, q in (("A", qa), ("B", qb)):
         if not isinstance(q, Quantized):
             raise ValueError(f"{name}: a product with a Quantized operand needs both quantized "
                              f"(fpsim.quantize), got {type(q).__name__}")
-    if model is not None:
-        raise ValueError("model=: a tensor core's block FMA of block-scaled products is not "
-                         "modelled; choose an accumulator (accum, rounding, order)")
+    if model is not None and not isinstance(model, BlockScaledFMA):
+        raise ValueError(
+            f"model={getattr(model, 'name', model)!r}: a product of Quantized operands takes a "
+            "block-scaled instruction (fpsim.hw.BLOCK_SCALED: B200_MXF8F6F4, B200_MXF4, "
+            "B200_NVF4, ...), whose block FMA applies the scales")
     k_a = _k_block(qa, "A", qa.values.ndim - 1)
     k_b = _k_block(qb, "B", qb.values.ndim - 2)
     if qa.shape[-1] != qb.shape[-2]:
@@ -82,6 +90,8 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
     if tensor_scaled and options.get("c") is not None:
         raise ValueError("c: an initial accumulator with an NVFP4 tensor scale is not "
                          "supported (the epilogue would scale it too)")
+    if model is not None:
+        return _instruction(qa, qb, model, k_a, options)
     a = dequantize(_without_tensor_scale(qa))
     b = dequantize(_without_tensor_scale(qb))
     given = {k: options.pop(k, None) for k in ACCUMULATOR_OPTIONS}
@@ -97,17 +107,57 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
     if not tensor_scaled:
         return result
     acc, counts = result if stats else (result, None)
+    final = _epilogue(acc, qa, qb, settings["accum"], out, subnormals=settings["subnormals"],
+                      saturate=settings["saturate"])
+    return (final, counts) if stats else final
+
+
+def _epilogue(acc: Any, qa: Quantized, qb: Quantized, accum: Any, out: Any,
+              **rounding: Any) -> Any:
+    """The NVFP4 tensor scales applied to a product's result, as a GEMM epilogue:
+    ``acc * fp32(ts_a * ts_b)`` rounded once to ``accum`` to nearest even; then ``out``."""
     ts_a = np.float32(1.0 if qa.tensor_scale is None else qa.tensor_scale)
     ts_b = np.float32(1.0 if qb.tensor_scale is None else qb.tensor_scale)
     alpha = float(ts_a * ts_b)  # binary32, nearest even
-    fmt = as_format(settings["accum"])
     with np.errstate(invalid="ignore"):
         scaled = np.asarray(acc, dtype=np.float64) * alpha  # exact: <= 29 + 24 bits
-    final = round_to(scaled, fmt, "nearest_even", subnormals=settings["subnormals"],
-                     saturate=settings["saturate"])
+    final = round_to(scaled, as_format(accum), "nearest_even", **rounding)
     if out is not None:
         final = round_to(np.asarray(final, dtype=np.float64), as_format(out))
-    return (final, counts) if stats else final
+    return final
+
+
+def _instruction(qa: Quantized, qb: Quantized, model: BlockScaledFMA, k_block: int,
+                 options: dict[str, Any]) -> Any:
+    """``qa @ qb`` as the block-scaled instruction ``model`` computes it."""
+    given = [k for k in (*ACCUMULATOR_OPTIONS, "stats") if options.get(k) not in (None, False)]
+    if given:
+        raise ValueError(f"model={model.name!r} fixes how the products are added up; "
+                         f"{', '.join(given)} cannot be given with it")
+    for name, q in (("A", qa), ("B", qb)):
+        sch = q.scheme
+        if sch.scale_format.name != model.scale or k_block != model.scale_block:
+            raise ValueError(
+                f"{name}: {model.name} reads {model.scale} scales, one per {model.scale_block} "
+                f"elements of K; {sch.name} has {sch.scale_format.name} scales per {k_block}")
+        if sch.element.name not in model.elements:
+            raise ValueError(f"{name}: {model.name} takes elements of "
+                             f"{', '.join(model.elements)}, not {sch.element.name}")
+    inst = model.with_inputs(qa.scheme.element, qb.scheme.element)
+    acc = block_scaled_matmul(qa.values, qb.values, _element_scales(qa), _element_scales(qb),
+                              inst, c=options.get("c"))
+    out = options.get("out")
+    if qa.tensor_scale is None and qb.tensor_scale is None:
+        return acc if out is None else round_to(np.asarray(acc, np.float64), as_format(out))
+    return _epilogue(acc, qa, qb, inst.fma.output, out)
+
+
+def _element_scales(q: Quantized) -> Any:
+    """Each element's block scale, in the shape of ``q``'s values."""
+    if q.scheme.rows > 1:
+        return Blocks(q.values, q.scheme.block, q.scheme.rows).each(q.scales)
+    moved = Blocks(np.moveaxis(q.values, q.axis, -1), q.scheme.block)
+    return np.moveaxis(moved.each(np.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
 
 
 def _binary32(x: np.ndarray) -> bool:

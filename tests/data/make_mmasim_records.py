@@ -1,10 +1,13 @@
 """Record MMA-Sim's outputs for the instructions fpsim.hw's presets model.
 
-Writes tests/data/mmasim_records.npz, which tests/test_mmasim_records.py reads
-(the test needs neither torch nor mmasim). Run it where the ``mmasim`` package
-(PyPI, Xie et al., arXiv 2511.10909) and a CPU build of torch are installed:
+Writes tests/data/mmasim_records.npz and tests/data/mmasim_block_scaled.npz, which
+tests/test_mmasim_records.py and tests/test_block_scaled_records.py read (the tests need
+neither torch nor mmasim). Run it where the ``mmasim`` package (PyPI, Xie et al., arXiv
+2511.10909) and a CPU build of torch are installed:
 
-    python3 tests/data/make_mmasim_records.py
+    python3 tests/data/make_mmasim_records.py [--block-scaled]
+
+(``--block-scaled``: only the second file.)
 
 For each input format (fp16, bf16, tf32, fp8 e4m3 and e5m2) it draws vectors a,
 b of K = 64 values and an fp32 c in nine classes of input (random, wide range,
@@ -18,18 +21,25 @@ to its largest finite value, so that the overflowing class overflows from
 finite inputs). AMD's mfma instructions (``AMD``: CDNA3's fp16, bf16 and xf32,
 CDNA2's and CDNA1's fp16 and bf16) read the fp16, bf16 and tf32 data, and fp32's
 (``FP32_MFMA``) its own.
+
+The block-scaled instructions (``BLOCK_SCALED``: Blackwell's and RTX Blackwell's
+kind::mxf8f6f4 with E8M0 scales, kind::mxf4 and kind::mxf4nvf4 with E8M0 or UE4M3
+scales) get their own draws (``block_scaled``): element codes, scale codes and an fp32 c
+in nine classes of input, asked of MMA-Sim's ``dpa`` one instruction at a time (each
+with its own scales) and chained over K = 128, each result the next instruction's c.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import torch
 from mmasim.amd import MFMA
-from mmasim.nv_ptx import MMA, WGMMA, TCGen05MMA
+from mmasim.nv_ptx import MMA, WGMMA, MMABlockScale, TCGen05MMA, TCGen05MMABlockScale
 
 K = 64
 PER_CLASS = 32
@@ -179,7 +189,195 @@ def draw(rng: np.random.Generator, cls: str, fmt: str) -> tuple[np.ndarray, ...]
     return a, b, c
 
 
+# Block-scaled instructions: name -> (MMA-Sim class, architecture, instruction with {a},
+# {b} to fill in, scale format, elements per scale, products per instruction).
+BLOCK_SCALED = {
+    "B200_MXF8F6F4": (TCGen05MMABlockScale, "Blackwell",
+                      "m128n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.ue8m0", "e8m0", 32, 32),
+    "RTX5090_MXF8F6F4": (MMABlockScale, "RTX Blackwell",
+                         "m16n8k32.kind::mxf8f6f4.block32.f32.{a}.{b}.f32.ue8m0", "e8m0", 32,
+                         32),
+    "B200_MXF4": (TCGen05MMABlockScale, "Blackwell",
+                  "m128n8k64.kind::mxf4.block32.f32.e2m1.e2m1.ue8m0", "e8m0", 32, 64),
+    "B200_MXF4NVF4_E8M0": (TCGen05MMABlockScale, "Blackwell",
+                           "m128n8k64.kind::mxf4nvf4.block32.f32.e2m1.e2m1.ue8m0", "e8m0", 32,
+                           64),
+    "B200_MXF4NVF4_B16": (TCGen05MMABlockScale, "Blackwell",
+                          "m128n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue8m0", "e8m0", 16,
+                          64),
+    "B200_NVF4": (TCGen05MMABlockScale, "Blackwell",
+                  "m128n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.ue4m3", "ue4m3", 16, 64),
+    "RTX5090_MXF4": (MMABlockScale, "RTX Blackwell",
+                     "m16n8k64.kind::mxf4.block32.f32.e2m1.e2m1.f32.ue8m0", "e8m0", 32, 64),
+    "RTX5090_NVF4": (MMABlockScale, "RTX Blackwell",
+                     "m16n8k64.kind::mxf4nvf4.block16.f32.e2m1.e2m1.f32.ue4m3", "ue4m3", 16, 64),
+}
+SCALED_K = 128
+# Element formats of kind::mxf8f6f4: (PTX name, fpsim name, bits).
+F8F6F4_TYPES = {"e4m3": ("fp8_e4m3", 8), "e5m2": ("fp8_e5m2", 8), "e3m2": ("fp6_e3m2", 6),
+                "e2m3": ("fp6_e2m3", 6), "e2m1": ("fp4_e2m1", 4)}
+
+
+# The largest finite magnitude code of each element format (above it: inf/NaN in fp8).
+TOP_CODE = {"e4m3": 0x7E, "e5m2": 0x7B, "e3m2": 0x1F, "e2m3": 0x1F, "e2m1": 0x7}
+
+
+def draw_codes(rng: np.random.Generator, cls: str, ptx: str, n: tuple[int, ...]) -> np.ndarray:
+    """Element codes of one class (sign in the top bit); inf and NaN codes in the
+    non-finite class only."""
+    bits = F8F6F4_TYPES[ptx][1]
+    top = TOP_CODE[ptx]
+    sign = rng.integers(0, 2, n) << (bits - 1)
+    mag = rng.integers(0, top + 1, n)
+    if cls in ("subnormal", "underflow"):  # zero exponent field: the smallest magnitudes
+        fraction = {8: 3, 6: 2, 4: 1}[bits]  # at most the e4m3/e3m2/e2m1 fraction widths
+        mag = np.where(rng.random(n) < 0.6, rng.integers(0, 1 << fraction, n), mag)
+    elif cls == "zeros":
+        mag = np.where(rng.random(n) < 0.5, 0, mag)
+    elif cls == "overflow":  # the largest finite magnitudes
+        mag = top - rng.integers(0, 4, n)
+    elif cls == "nonfinite" and bits == 8:  # a few infinities (e5m2) and NaNs
+        special = np.where(rng.random(n) < 0.5, 0x7F, 0x7C if ptx == "e5m2" else 0x7F)
+        mag = np.where(rng.random(n) < 0.01, special, mag)
+    codes = sign | mag
+    if cls == "cancel":  # in each group of 16, the second half negates the first
+        g = codes.reshape(*n[:-1], -1, 2, 8)
+        g[..., 1, :] = g[..., 0, :] ^ (1 << (bits - 1))
+    return codes.astype(np.uint8)
+
+
+def rows_of(cls: str) -> slice:
+    i = CLASSES.index(cls)
+    return slice(i * PER_CLASS, (i + 1) * PER_CLASS)
+
+
+def draw_scales(rng: np.random.Generator, cls: str, fmt: str, n: tuple[int, ...]) -> np.ndarray:
+    """Scale codes of one class: E8M0 (0..254 values, 255 NaN) or UE4M3 (0..126, 127 NaN)."""
+    if fmt == "e8m0":
+        codes = rng.integers(120, 135, n)
+        if cls in ("wide", "absorb"):
+            codes = rng.integers(0, 255, n)
+        elif cls == "overflow":
+            codes = rng.integers(240, 255, n)
+        elif cls == "subnormal":
+            codes = rng.integers(0, 12, n)
+        elif cls == "underflow":  # tiny scaled products: sums near 2**-149 and the floor
+            codes = rng.integers(56, 72, n)
+        elif cls == "nonfinite":
+            codes = np.where(rng.random(n) < 0.1, 255, codes)
+    else:
+        codes = rng.integers(48, 72, n)  # around 1 (exponent field 6..8)
+        if cls in ("wide", "absorb"):
+            codes = rng.integers(0, 127, n)
+        elif cls == "overflow":
+            codes = rng.integers(112, 127, n)
+        elif cls in ("underflow", "subnormal"):
+            codes = rng.integers(0, 8, n)  # zero and the subnormals
+        elif cls == "zeros":
+            codes = np.where(rng.random(n) < 0.3, 0, codes)
+        elif cls == "nonfinite":
+            codes = np.where(rng.random(n) < 0.1, 127, codes)
+    return codes.astype(np.uint8)
+
+
+def draw_c(rng: np.random.Generator, cls: str, n: int) -> np.ndarray:
+    """fp32 c of one class."""
+    sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    c = sign * (1 + rng.random(n)) * np.exp2(rng.integers(-6, 7, n))
+    if cls == "wide":
+        c = sign * (1 + rng.random(n)) * np.exp2(rng.integers(-149, 128, n))
+    elif cls in ("zeros", "cancel", "underflow"):
+        c = np.where(rng.random(n) < 0.6, 0.0 * sign, sign * 2.0 ** rng.integers(-149, -120, n))
+    elif cls == "subnormal":
+        c = sign * rng.integers(0, 1 << 23, n) * 2.0**-149
+    elif cls == "nonfinite":
+        c = np.where(rng.random(n) < 0.3, rng.choice([np.inf, -np.inf, np.nan], n), c)
+    elif cls == "absorb":
+        c = sign * (1 + rng.random(n)) * np.exp2(rng.integers(20, 60, n))
+    elif cls == "overflow":
+        c = sign * (2 - 2.0**-23) * 2.0**127 * np.where(rng.random(n) < 0.5, 1.0, 2.0**-3)
+    return np.asarray(c, np.float32)
+
+
+def element_tensor(codes: np.ndarray, ptx: str) -> torch.Tensor:
+    """Element codes as MMA-Sim reads them: fp8 as its torch dtype, fp6/fp4 as uint8 codes
+    (fp6 in bits 5:0, fp4 in bits 5:2) for kind::mxf8f6f4, fp4 values for kind::mxf4*."""
+    t = torch.from_numpy(np.ascontiguousarray(codes))
+    if ptx == "e4m3":
+        return t.view(torch.float8_e4m3fn)
+    if ptx == "e5m2":
+        return t.view(torch.float8_e5m2)
+    return t << (2 if ptx == "e2m1" else 0)
+
+
+FP4_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                           -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=torch.float16)
+
+
+def scale_tensor(codes: np.ndarray, fmt: str) -> torch.Tensor:
+    t = torch.from_numpy(np.ascontiguousarray(codes))
+    return t.view(torch.float8_e8m0fnu if fmt == "e8m0" else torch.float8_e4m3fn)
+
+
+def block_scaled(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Records of every block-scaled instruction (``BLOCK_SCALED``), every pairing of
+    kind::mxf8f6f4's element formats."""
+    out: dict[str, np.ndarray] = {}
+    for ptx in F8F6F4_TYPES:
+        for x in "ab":
+            out[f"{ptx}_{x}"] = np.concatenate(
+                [draw_codes(rng, cls, ptx, (PER_CLASS, SCALED_K)) for cls in CLASSES])
+        # B's second half of each group of 16 repeats its first: A's negation cancels it.
+        cancel = out[f"{ptx}_b"][rows_of("cancel")].reshape(PER_CLASS, -1, 2, 8)
+        cancel[..., 1, :] = cancel[..., 0, :]
+        out[f"{ptx}_b"][rows_of("cancel")] = cancel.reshape(PER_CLASS, SCALED_K)
+    for fmt in ("e8m0", "ue4m3"):
+        for x in "ab":
+            for block in (32, 16):
+                if fmt == "ue4m3" and block == 32:
+                    continue
+                out[f"{fmt}_{block}_{x}"] = np.concatenate(
+                    [draw_scales(rng, cls, fmt, (PER_CLASS, SCALED_K // block))
+                     for cls in CLASSES])
+    out["c"] = np.concatenate([draw_c(rng, cls, PER_CLASS) for cls in CLASSES])
+    about = {}
+    for name, (kind, arch, shape, fmt, block, k) in BLOCK_SCALED.items():
+        pairs = ([(a, b) for a in F8F6F4_TYPES for b in F8F6F4_TYPES] if "{a}" in shape
+                 else [("e2m1", "e2m1")])
+        for pa, pb in pairs:
+            key = name if "{a}" not in shape else f"{name}_{pa}_{pb}"
+            mma = kind(arch, shape.format(a=pa, b=pb))
+            a, b = out[f"{pa}_a"], out[f"{pb}_b"]
+            if k == 32:
+                ta, tb = element_tensor(a, pa), element_tensor(b, pb)
+            else:  # kind::mxf4*: fp4 values (MMA-Sim unpacks only uint8 pairs)
+                ta = FP4_VALUES[torch.from_numpy(a.astype(np.int64))]
+                tb = FP4_VALUES[torch.from_numpy(b.astype(np.int64))]
+            sa = scale_tensor(out[f"{fmt}_{block}_a"], fmt)
+            sb = scale_tensor(out[f"{fmt}_{block}_b"], fmt)
+            c = torch.from_numpy(out["c"].copy())
+            results = []
+            for k0 in range(0, SCALED_K, k):
+                s0, s1 = k0 // block, (k0 + k) // block
+                c = mma.dpa(ta[:, k0:k0 + k].contiguous(), tb[:, k0:k0 + k].contiguous(), c,
+                            sa[:, s0:s1].contiguous(), sb[:, s0:s1].contiguous())
+                results.append(c.clone())
+            out[f"{key}_single"] = results[0].view(torch.int32).numpy().view(np.uint32)
+            out[f"{key}_chained"] = results[-1].view(torch.int32).numpy().view(np.uint32)
+            about[key] = {"model": name, "a": F8F6F4_TYPES[pa][0], "b": F8F6F4_TYPES[pb][0],
+                          "scale": fmt, "scale_block": block, "k": k,
+                          "instruction": [arch, mma.shape_and_type]}
+    out["about"] = np.array(json.dumps({
+        "mmasim": version("mmasim"), "torch": version("torch"), "K": SCALED_K,
+        "per_class": PER_CLASS, "classes": CLASSES, "instructions": about}))
+    return out
+
+
 def main() -> None:
+    rng = np.random.default_rng(20261127)
+    np.savez_compressed(Path(__file__).with_name("mmasim_block_scaled.npz"), **block_scaled(rng))
+    if "--block-scaled" in sys.argv[1:]:
+        return
     out: dict[str, np.ndarray] = {}
     rng = np.random.default_rng(20261125)
     inputs: dict[str, tuple[torch.Tensor, ...]] = {}
