@@ -1,7 +1,9 @@
 """Dot-product operations: compute-format inputs, products accumulated in ``accum``.
 
 Forward and backward products alike go through ``precision.numerics.matmul``,
-so an fp16 accumulator shows in the gradients as well as in the activations.
+so an fp16 accumulator shows in the gradients as well as in the activations. Under a
+policy with a scaling recipe, ``linear`` and ``conv2d`` quantize their products' operands
+(``fpsim.autograd.scaled``).
 """
 
 from __future__ import annotations
@@ -108,10 +110,15 @@ def linear(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None) ->
     ...     F.linear(fpsim.tensor([[1.0, 2.0]]), fpsim.tensor([[0.5, 0.25]]), fpsim.tensor([0.1]))
     Tensor(array([[1.09960938]]), format=fp16)
     """
+    from fpsim.autograd import scaled
     from fpsim.autograd.pointwise import add
 
     p = op_policy("matmul")
-    y = matmul(x, transpose(compute(weight, p)))
+    recipe = scaled.active(p, weight)
+    if recipe is not None:  # the products quantize their operands (FP8/FP4 recipes)
+        y = scaled.linear(x, weight, p, recipe)
+    else:
+        y = matmul(x, transpose(compute(weight, p)))
     return y if bias is None else add(y, bias)
 
 
@@ -168,10 +175,15 @@ def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
     Tensor(array([[[[10., 18.],
                      [42., 50.]]]]), format=fp16)
     """
+    from fpsim.autograd import scaled
     from fpsim.autograd.pointwise import add
     from fpsim.autograd.shape import reshape
 
     p = op_policy("conv2d")
+    recipe = scaled.active(p, weight)
+    if recipe is not None:  # the products quantize their operands (FP8/FP4 recipes)
+        out = scaled.conv2d(x, weight, stride, padding, p, recipe)
+        return out if bias is None else add(out, reshape(bias, (1, -1, 1, 1)))
     x, w = same_device("conv2d", compute(x, p), compute(weight, p))
     stride, padding = check(x.data, w.data, stride, padding)
     y, cols = correlate(x.data, w.data, stride, padding, partial(numerics.matmul, policy=p))

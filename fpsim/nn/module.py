@@ -10,7 +10,7 @@ import numpy as np
 from fpsim import _device
 from fpsim._inputs import as_float_array
 from fpsim.autograd.tensor import Tensor
-from fpsim.precision import numerics
+from fpsim.precision import numerics, scaling
 from fpsim.precision.policy import Policy, _stack, as_policy, current
 
 if TYPE_CHECKING:
@@ -219,6 +219,7 @@ class Module:
             for name in getattr(m, "_buffer_names", ()):
                 setattr(m, name, numerics.round(getattr(m, name), policy.reduce, policy))
             m.policy = policy
+        scaling.bind(self, policy)  # the layers a recipe keeps in higher precision
         return self
 
     def _move(self, device: str) -> Module:

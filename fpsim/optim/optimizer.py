@@ -15,7 +15,7 @@ import numpy as np
 from fpsim import _device
 from fpsim.formats import Format, as_format
 from fpsim.nn.module import Parameter
-from fpsim.precision import numerics
+from fpsim.precision import numerics, scaling
 from fpsim.precision.policy import Policy, as_policy
 
 
@@ -118,6 +118,8 @@ class Optimizer:
 
         Parameters without a gradient (``grad`` None) are left alone. The state follows
         its parameter: state left on another device (the model moved) is copied over.
+        Then the step ends for a scaling recipe's delayed scales (``fpsim.precision.
+        scaling.advance``): their amax histories roll and their scales are recomputed.
         """
         policy = self._policy()
         self.counts = (0, 0)
@@ -132,6 +134,7 @@ class Optimizer:
             with np.errstate(all="ignore"):
                 delta = self.update(p, xp.asarray(p.grad, dtype=np.float64), state, policy)
             self._apply(p, delta, policy)
+        scaling.advance(self.params)  # a recipe's delayed scales: the step's amaxes
 
     def update(self, p: Parameter, grad: np.ndarray, state: dict[str, Any],
                policy: Policy) -> np.ndarray:
