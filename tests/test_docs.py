@@ -43,6 +43,7 @@ CORE_MODULES = [
     "fpsim.formats", "fpsim.rounding", "fpsim.bits", "fpsim.arithmetic", "fpsim.flags",
     "fpsim.modes", "fpsim.backends", "fpsim.accumulation.matmul", "fpsim.accumulation.reduce",
     "fpsim.accumulation.conv", "fpsim.accumulation.blocks", "fpsim.accumulation.stats",
+    "fpsim.accumulation.scaled",
     "fpsim.hw",
 ]
 
