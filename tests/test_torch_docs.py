@@ -14,7 +14,8 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 @pytest.mark.parametrize("name", ["fpsim.torch", "fpsim.torch.exchange",
                                   "fpsim.torch.rounding", "fpsim.torch.quantizing",
-                                  "fpsim.torch.products", "fpsim.torch.emulation"])
+                                  "fpsim.torch.products", "fpsim.torch.emulation",
+                                  "fpsim.torch.training"])
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=FLAGS)
     assert result.attempted > 0 and result.failed == 0

@@ -15,6 +15,9 @@ torch); it needs the ``torch`` extra (``pip install 'fpsim[torch]'``).
   straight through.
 - ``emulate(model, policy)``: an fpsim precision policy (``"mixed"``, ``"bf16"``, ...) on a
   torch model: parameters, activations, gradients and dot products as the policy says.
+- ``MasterWeights``, ``LossScaler`` and ``Trainer``: master weights (or none, with
+  stochastic-rounding updates), torch.amp.GradScaler's calls over fpsim's loss scales, and
+  a training step reported as ``fpsim.training.StepReport``.
 
 docs/torch.md shows an example and says what is not built yet.
 
@@ -35,6 +38,8 @@ from fpsim.torch.exchange import to_array, to_tensor  # noqa: E402
 from fpsim.torch.products import bmm, conv2d, linear, matmul  # noqa: E402
 from fpsim.torch.quantizing import quantize  # noqa: E402
 from fpsim.torch.rounding import Round, Rounding, round  # noqa: E402
+from fpsim.torch.training import LossScaler, MasterWeights, Trainer  # noqa: E402
 
-__all__ = ["Emulation", "Round", "Rounding", "bmm", "conv2d", "emulate", "linear", "matmul",
-           "quantize", "round", "to_array", "to_tensor"]
+__all__ = ["Emulation", "LossScaler", "MasterWeights", "Round", "Rounding", "Trainer", "bmm",
+           "conv2d", "emulate", "linear", "matmul", "quantize", "round", "to_array",
+           "to_tensor"]
