@@ -441,6 +441,195 @@ def module_source(instructions: list[Instruction]) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# Blackwell's tcgen05.mma (sm_100a): emitted and compiled offline; no Blackwell has run them
+
+
+@dataclasses.dataclass(frozen=True)
+class Tcgen05:
+    """A Blackwell ``tcgen05.mma.cta_group::1`` probe instruction: A and B in shared memory
+    (K-major, no swizzle), D in tensor memory, M = 128 and N = 16 (the ``B200`` presets'
+    instructions: kind::f16, kind::tf32, kind::f8f6f4).
+
+    Parameters
+    ----------
+    types : str
+        D.A.B (``"f32.f16.f16"``).
+    kind : str
+        The PTX kind (``"f16"``, ``"tf32"``, ``"f8f6f4"``).
+    a, b, cd : str
+        fpsim's names of the A, B and C/D formats.
+
+    Examples
+    --------
+    >>> from fpsim.compare.mma import TCGEN05
+    >>> i = TCGEN05["f32.e4m3.e5m2"]
+    >>> i.ptx, i.mnk, hex(i.idesc)
+    ('tcgen05.mma.cta_group::1.kind::f8f6f4', (128, 16, 32), '0x8040410')
+    """
+
+    types: str
+    kind: str
+    a: str
+    b: str
+    cd: str
+
+    @property
+    def ptx(self) -> str:
+        """The PTX instruction."""
+        return f"tcgen05.mma.cta_group::1.kind::{self.kind}"
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        """(M, N, K): K is 32 bytes of each input."""
+        return 128, 16, 256 // WIDTH[self.a]
+
+    @property
+    def idesc(self) -> int:
+        """The 32-bit instruction descriptor (PTX ISA, "Instruction descriptor" of
+        tcgen05: D's type at bits 4-5, A's and B's at 7-9 and 10-12, both K-major (bits 15
+        and 16 clear), N >> 3 at 17-22, M >> 4 at 24-28)."""
+        code = {"fp16": 0, "bf16": 1, "tf32": 2, "fp8_e4m3": 0, "fp8_e5m2": 1}
+        m, n, _ = self.mnk
+        return (1 << 4) | (code[self.a] << 7) | (code[self.b] << 10) | ((n >> 3) << 17) \
+            | ((m >> 4) << 24)
+
+    @property
+    def kernel(self) -> str:
+        """The name of its kernel."""
+        return "probe_tcgen05_" + self.types.replace(".", "_")
+
+
+TCGEN05: dict[str, Tcgen05] = {i.types: i for i in (
+    Tcgen05("f32.f16.f16", "f16", "fp16", "fp16", "fp32"),
+    Tcgen05("f32.bf16.bf16", "f16", "bf16", "bf16", "fp32"),
+    Tcgen05("f32.tf32.tf32", "tf32", "tf32", "tf32", "fp32"),
+    Tcgen05("f32.e4m3.e4m3", "f8f6f4", "fp8_e4m3", "fp8_e4m3", "fp32"),
+    Tcgen05("f32.e4m3.e5m2", "f8f6f4", "fp8_e4m3", "fp8_e5m2", "fp32"),
+)}
+
+
+def tcgen05_offset(row: np.ndarray, k: np.ndarray, size: int, k_len: int) -> np.ndarray:
+    """The byte offset of element (row, k) of a K-major operand of ``tcgen05.mma`` in shared
+    memory, no swizzle: core matrices of 8 rows by 16 bytes (128 bytes each), those along K
+    at a leading byte offset of 128, each group of 8 rows after the last's (a stride byte
+    offset of 128 core matrices along K).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import tcgen05_offset
+    >>> tcgen05_offset(np.array([0, 1, 0, 8]), np.array([0, 0, 8, 0]), 2, 16).tolist()
+    [0, 16, 128, 256]
+    """
+    per = 16 // size
+    offset: np.ndarray = ((row // 8) * (128 * (k_len // per)) + 128 * (k // per)
+                          + 16 * (row % 8) + (k % per) * size)
+    return offset
+
+
+def tcgen05_image(bits: np.ndarray) -> np.ndarray:
+    """A (problems, M, K) or B transposed (problems, N, K) as the words of its
+    shared-memory image (``tcgen05_offset``), (problems, rows K size / 4) uint32."""
+    p, rows, k_len = bits.shape
+    size = bits.dtype.itemsize
+    r, k = np.meshgrid(np.arange(rows), np.arange(k_len), indexing="ij")
+    elements = np.zeros((p, rows * k_len), dtype=bits.dtype)
+    elements[:, tcgen05_offset(r, k, size, k_len).ravel() // size] = bits.reshape(p, -1)
+    words: np.ndarray = np.ascontiguousarray(elements).view("<u4")
+    return words.astype(np.uint32)
+
+
+def tcgen05_source(instr: Tcgen05) -> str:
+    """The CUDA C++ of a ``tcgen05.mma`` probe: a block of 128 threads per problem copies A
+    and B's images (``tcgen05_image``) into shared memory, allocates 32 columns of tensor
+    memory, stores C there (thread t: row t, ``tcgen05.st.32x32b``), lets one thread issue
+    the instruction once (D = A B + D) and commit it to an mbarrier, loads D back
+    (``tcgen05.ld.32x32b``) and stores it, row t from thread t. Needs ``sm_100a``.
+
+    Examples
+    --------
+    >>> from fpsim.compare.mma import TCGEN05, tcgen05_source
+    >>> "tcgen05.mma.cta_group::1.kind::f16" in tcgen05_source(TCGEN05["f32.bf16.bf16"])
+    True
+    """
+    m, n, k = instr.mnk
+    na, nb = m * k * WIDTH[instr.a] // 32, n * k * WIDTH[instr.b] // 32  # words
+    k_bytes = k * WIDTH[instr.a] // 8
+    sbo = 128 * (k_bytes // 16)
+
+    def desc(var: str) -> str:
+        # Start address >> 4 (bits 0-13), leading byte offset 128 >> 4 (16-29), stride
+        # byte offset >> 4 (32-45), the fixed 0b001 (46-48), no swizzle (61-63 clear).
+        return (f"(unsigned long long)((__cvta_generic_to_shared({var}) & 0x3FFFF) >> 4)"
+                f" | (8ull << 16) | ({sbo // 16}ull << 32) | (1ull << 46)")
+
+    lines = [
+        f'extern "C" __global__ void __launch_bounds__(128) {instr.kernel}('
+        "const unsigned int* a, const unsigned int* b, const unsigned int* c, "
+        "unsigned int* d) {",
+        f"    __shared__ __align__(128) unsigned int sa[{na}];",
+        f"    __shared__ __align__(128) unsigned int sb[{nb}];",
+        "    __shared__ unsigned int tmem_base;",
+        "    __shared__ __align__(8) unsigned long long bar;",
+        "    const unsigned int tid = threadIdx.x, warp = tid / 32;",
+        "    const unsigned long long p = blockIdx.x, t = p * 128 + tid;",
+        f"    for (unsigned int i = tid; i < {na}; i += 128) sa[i] = a[p * {na} + i];",
+        f"    for (unsigned int i = tid; i < {nb}; i += 128) sb[i] = b[p * {nb} + i];",
+        "    const unsigned int bar_addr = (unsigned int)__cvta_generic_to_shared(&bar);",
+        "    if (warp == 0) {",
+        '        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;"',
+        '            :: "r"((unsigned int)__cvta_generic_to_shared(&tmem_base)) : "memory");',
+        '        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");',
+        "    }",
+        '    if (tid == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar_addr)'
+        ' : "memory");',
+        '    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+        '    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");',
+        "    __syncthreads();",
+        '    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");',
+        "    const unsigned int tmem = tmem_base, row = tmem + ((warp * 32) << 16);",
+        *(f"    unsigned int c{i} = c[t * {n} + {i}];" for i in range(n)),
+        f'    asm volatile("tcgen05.st.sync.aligned.32x32b.x{n}.b32 [%0], {{'
+        + ", ".join(f"%{i + 1}" for i in range(n)) + '};"',
+        '        :: "r"(row), ' + ", ".join(f'"r"(c{i})' for i in range(n)) + ' : "memory");',
+        '    asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");',
+        '    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");',
+        "    __syncthreads();",
+        '    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");',
+        "    if (tid == 0) {",
+        f"        const unsigned long long da = {desc('sa')};",
+        f"        const unsigned long long db = {desc('sb')};",
+        '        asm volatile("{\\n.reg .pred q;\\nsetp.ne.b32 q, %4, 0;\\n"',
+        f'            "{instr.ptx} [%0], %1, %2, %3, q;\\n}}\\n"',
+        f'            :: "r"(tmem), "l"(da), "l"(db), "r"({instr.idesc}u), "r"(1) : "memory");',
+        '        asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster'
+        '.b64 [%0];"',
+        '            :: "r"(bar_addr) : "memory");',
+        "    }",
+        "    unsigned int done = 0;",
+        "    while (!done) {",
+        '        asm volatile("{\\n.reg .pred q;\\nmbarrier.try_wait.parity.shared::cta.b64 q, '
+        '[%1], 0;\\nselp.u32 %0, 1, 0, q;\\n}\\n"',
+        '            : "=r"(done) : "r"(bar_addr) : "memory");',
+        "    }",
+        '    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");',
+        *(f"    unsigned int d{i};" for i in range(n)),
+        f'    asm volatile("tcgen05.ld.sync.aligned.32x32b.x{n}.b32 {{'
+        + ", ".join(f"%{i}" for i in range(n)) + f'}}, [%{n}];"',
+        "        : " + ", ".join(f'"=r"(d{i})' for i in range(n)) + ' : "r"(row) : "memory");',
+        '    asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");',
+        *(f"    d[t * {n} + {i}] = d{i};" for i in range(n)),
+        '    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");',
+        "    __syncthreads();",
+        '    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");',
+        '    if (warp == 0) asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 32;"'
+        ' :: "r"(tmem) : "memory");',
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
 # The inputs
 
 
