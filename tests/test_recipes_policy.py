@@ -203,3 +203,14 @@ def test_every_recipe_policy_parses_back_from_its_string(policy):
 def test_bad_recipes_name_the_problem(text, message):
     with pytest.raises(ValueError, match=message):
         parse(text)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import fpsim.precision.recipes
+    import fpsim.precision.scaling
+
+    for module in (fpsim.precision.recipes, fpsim.precision.scaling):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0 and result.failed == 0

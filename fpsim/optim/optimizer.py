@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from fpsim import _device
+from fpsim._checks import boolean, integer
 from fpsim.formats import Format, as_format
+from fpsim.modes import mode_code
 from fpsim.nn.module import Parameter
 from fpsim.precision import numerics, scaling
 from fpsim.precision.policy import Policy, as_policy
@@ -52,11 +54,31 @@ class Optimizer:
     policy : Policy or str, optional
         The policy the updates are rounded under; the current one at each
         ``step()`` by default.
+    master : Format or str, optional
+        Keep a master copy of each parameter in this format (``"fp32"``, ``"bf16"``): the
+        updates go to it, and the parameter becomes its rounding to the parameter's format
+        after each step. None (the default): the parameter is its own master.
+    state_scaling : {None, "tensor"}, default None
+        ``"tensor"``: the state is stored with one binary32 scale per tensor, current
+        scaling (``scale = max / amax``, TransformerEngine's rule, the ``per_tensor``
+        scheme of ``fpsim.quantize`` in ``state_format``), as FP8 optimizer states need;
+        None: rounded to ``state_format``.
+    update_rounding : str, optional
+        The rounding of the update's subtraction ``w - u`` (``"stochastic"``: unbiased
+        updates of narrow weights); the policy's rounding by default. Stochastic rounding
+        draws from the policy's seed (a stream of its own).
+    random_bits : int, optional
+        The random bits per stochastic rounding of an update (``fpsim.sub``'s budget).
+    kahan : bool, default False
+        Kahan-compensated updates: a compensation per parameter, in the weights' format,
+        carries what each rounded subtraction lost into the next step.
 
     Raises
     ------
     ValueError
-        If there are no parameters, or something else than Parameters.
+        If there are no parameters, or something else than Parameters; an unknown
+        format, rounding mode or state scaling; ``random_bits`` without stochastic
+        updates.
 
     Examples
     --------
@@ -75,13 +97,29 @@ class Optimizer:
     """
 
     def __init__(self, params: Iterable[Parameter], *, state_format: Format | str | None = None,
-                 policy: Policy | str | None = None):
+                 policy: Policy | str | None = None, master: Format | str | None = None,
+                 state_scaling: str | None = None, update_rounding: str | None = None,
+                 random_bits: int | None = None, kahan: bool = False):
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got no parameters")
         if any(not isinstance(p, Parameter) for p in self.params):
             raise ValueError("the optimizer takes Parameters (model.parameters())")
         self.state_format = None if state_format is None else as_format(state_format)
+        self.master = None if master is None else as_format(master)
+        if state_scaling not in (None, "tensor"):
+            raise ValueError(f"state_scaling takes None or 'tensor', got {state_scaling!r}")
+        self.state_scaling = state_scaling
+        if update_rounding is not None:
+            mode_code(update_rounding)
+        self.update_rounding = update_rounding
+        if random_bits is not None:
+            random_bits = integer(random_bits, "random_bits", 1, 64)
+            if update_rounding != "stochastic":
+                raise ValueError("random_bits is the budget of stochastic updates: give "
+                                 "update_rounding='stochastic' too")
+        self.random_bits = random_bits
+        self.kahan = boolean(kahan, "kahan")
         self.policy = policy
         self.state: dict[int, dict[str, np.ndarray]] = {}
         # The last step's counts where the parameters are (0-d arrays on a GPU).
@@ -110,8 +148,14 @@ class Optimizer:
         Returns
         -------
         numpy.ndarray
+            The stored values (with ``state_scaling="tensor"``, each element times the
+            tensor's decode scale).
         """
-        return numerics.round(value, self.state_format or p.format, policy)
+        fmt = self.state_format or p.format
+        if self.state_scaling is None:
+            return numerics.round(value, fmt, policy)
+        stored: np.ndarray = _scaled(value, fmt, policy)
+        return stored
 
     def step(self) -> None:
         """Update every parameter with a gradient; counts absorbed updates.
@@ -133,7 +177,7 @@ class Optimizer:
             xp = _device.array_module(p.data)
             with np.errstate(all="ignore"):
                 delta = self.update(p, xp.asarray(p.grad, dtype=np.float64), state, policy)
-            self._apply(p, delta, policy)
+            self._apply(p, delta, policy, state)
         scaling.advance(self.params)  # a recipe's delayed scales: the step's amaxes
 
     def update(self, p: Parameter, grad: np.ndarray, state: dict[str, Any],
@@ -163,15 +207,46 @@ class Optimizer:
         """
         raise NotImplementedError
 
-    def _apply(self, p: Parameter, delta: np.ndarray, policy: Policy) -> None:
-        u = numerics.round(delta, p.format, policy)
-        new, absorbed = numerics.subtract(p.data, u, p.format, policy)
+    def _apply(self, p: Parameter, delta: np.ndarray, policy: Policy,
+               state: dict[str, Any]) -> None:
+        fmt = self.master or p.format
+        if self.master is not None and "master" not in state:
+            state["master"] = numerics.round(p.data, fmt, policy)
+        w = state["master"] if self.master is not None else p.data
+        u = numerics.round(delta, fmt, policy)
+        update = numerics.stream(policy, "optim.update") if (
+            self.update_rounding == "stochastic") else policy
+        if self.kahan:
+            new, absorbed = self._compensated(w, u, fmt, update, state)
+        else:
+            new, absorbed = numerics.subtract(w, u, fmt, update, self.update_rounding,
+                                              self.random_bits)
         nonzero = delta != 0
         xp = _device.array_module(p.data)
         # Counted where the values are: nothing is read on a GPU until asked for.
         lost = xp.count_nonzero(nonzero & ((u == 0) | absorbed))
         self.counts = (self.counts[0] + lost, self.counts[1] + xp.count_nonzero(nonzero))
+        if self.master is not None:
+            state["master"] = new
+            new = numerics.round(new, p.format, policy)
         p.data = xp.asarray(new, dtype=p.data.dtype)
+
+    def _compensated(self, w: Any, u: Any, fmt: Format, policy: Policy,
+                     state: dict[str, Any]) -> tuple[Any, Any]:
+        """Kahan's compensated ``w - u`` in ``fmt``: ``y = -u - c``, ``t = w + y``,
+        ``c = (t - w) - y`` (each rounded to ``fmt``; ``t`` in the update's rounding), and
+        whether the weight kept its value."""
+        xp = _device.array_module(w)
+        c = state.get("compensation")
+        if c is None:
+            c = xp.zeros_like(xp.asarray(w, dtype=np.float64))
+        plain = numerics.stream(policy, "optim.kahan") if policy.rounding == "stochastic" \
+            else policy
+        y, _ = numerics.subtract(-u, c, fmt, plain, "nearest_even")
+        t, _ = numerics.subtract(w, -y, fmt, policy, self.update_rounding, self.random_bits)
+        moved, _ = numerics.subtract(t, w, fmt, plain, "nearest_even")
+        state["compensation"], _ = numerics.subtract(moved, y, fmt, plain, "nearest_even")
+        return t, t == w
 
     @property
     def absorbed(self) -> int:
@@ -190,3 +265,21 @@ class Optimizer:
         Zero when there were none.
         """
         return self.absorbed / self.updated if self.updated else 0.0
+
+
+def _scaled(value: Any, fmt: Format, policy: Policy) -> Any:
+    """``value`` stored in ``fmt`` with one binary32 scale (current scaling, the
+    ``per_tensor`` scheme of ``fpsim.quantize``), as the values it stands for."""
+    from dataclasses import replace
+
+    from fpsim.quantize import dequantize, quantize
+    from fpsim.quantize.schemes import scheme
+
+    if _device.device_of(value) != "cpu":
+        raise NotImplementedError("state_scaling='tensor' on device 'cuda' is not supported "
+                                  "yet: fpsim.quantize takes host arrays")
+    wide = np.asarray(value, dtype=np.float64)
+    stream = numerics.stream(policy, "optim.state")
+    q = quantize(wide, replace(scheme("per_tensor"), element=fmt), rounding=policy.rounding,
+                 seed=numerics.seed(stream, policy.rounding))
+    return dequantize(q)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,6 +59,26 @@ def _seed(policy: Policy, rounding: str) -> int | None:
         digest = hashlib.sha256(f"{policy.seed}/{policy.category}".encode()).digest()
         base = int.from_bytes(digest[:4], "little")
     return base * (1 << 32) + next(calls)
+
+
+def stream(policy: Policy, name: str) -> Policy:
+    """The policy whose stochastic stream the roundings of ``name`` draw: one object per
+    policy and name (its calls counted apart), keyed by the seed and the name as an
+    override's is (``seed`` of it with ``"stochastic"`` gives each call's seed)."""
+    streams = policy.__dict__.get("_streams")
+    if streams is None:
+        streams = {}
+        object.__setattr__(policy, "_streams", streams)
+    if name not in streams:
+        streams[name] = replace(policy, category=name)
+    held: Policy = streams[name]
+    return held
+
+
+def seed(policy: Policy, rounding: str) -> int | None:
+    """The seed of the next stochastic rounding call under ``policy`` (None unless
+    ``rounding`` is stochastic and the policy has a seed)."""
+    return _seed(policy, rounding)
 
 
 def covers(wide: Format, narrow: Format) -> bool:
@@ -123,21 +144,28 @@ def elementary(name: str, x: Any, policy: Policy) -> Any:
     return out
 
 
-def subtract(a: np.ndarray, b: np.ndarray, fmt: Format,
-             policy: Policy) -> tuple[np.ndarray, np.ndarray]:
+def subtract(a: np.ndarray, b: np.ndarray, fmt: Format, policy: Policy,
+             rounding: str | None = None,
+             random_bits: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(a - b rounded to fmt, absorbed)``: absorbed marks a nonzero ``b`` with no effect.
 
-    Emulated formats use ``fpsim.sub`` and its ABSORBED flag.
+    Emulated formats use ``fpsim.sub`` and its ABSORBED flag; ``rounding`` (the policy's
+    by default) and ``random_bits`` are its own.
     """
+    mode = policy.rounding if rounding is None else rounding
     if policy.native or fmt.man_bits > MAX_ARITH_MAN_BITS:
+        if mode != policy.rounding or random_bits is not None:
+            raise ValueError(f"a {'native' if policy.native else fmt.name} subtraction "
+                             f"rounds as the policy does ({policy.rounding})")
         with np.errstate(all="ignore"):
             result = round(a - b, fmt, policy)
         return result, (b != 0) & (result == a)
     xp = array_module(a)
     with kernels(a):
         result, flags = emulated_sub(
-            xp.asarray(a, np.float64), xp.asarray(b, np.float64), fmt, policy.rounding,
-            subnormals=policy.subnormals, seed=_seed(policy, policy.rounding), flags=True,
+            xp.asarray(a, np.float64), xp.asarray(b, np.float64), fmt, mode,
+            subnormals=policy.subnormals, seed=_seed(policy, mode), flags=True,
+            random_bits=random_bits,
         )
     return result, (xp.asarray(flags) & ABSORBED) != 0
 

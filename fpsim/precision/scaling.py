@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from fpsim.quantize.quantized import Quantized
 
 __all__ = ["DelayedState", "Operand", "QuantizationEvent", "advance", "bind", "kept",
-           "observers", "states"]
+           "observers", "states", "step_observers"]
 
 F32 = np.float32
 _F32_MAX = F32(np.finfo(np.float32).max)
@@ -75,6 +75,9 @@ class QuantizationEvent:
 #: Called with each ``QuantizationEvent`` while registered (``fpsim.training.monitor``'s
 #: ``RecipeMonitor``); nothing is counted while it is empty.
 observers: list[Callable[[QuantizationEvent], object]] = []
+#: Called with the parameters of each step that ends (``advance``), before the delayed
+#: scales are updated.
+step_observers: list[Callable[[list[Any]], object]] = []
 
 
 class DelayedState:
@@ -193,6 +196,9 @@ def states(owner: Any) -> dict[str, DelayedState]:
 def advance(params: Iterable[Any]) -> None:
     """End a step for the layers of ``params``: every delayed scaling's history rolls and
     its scale is recomputed (an optimizer's ``step`` calls it)."""
+    params = list(params)
+    for observe in list(step_observers):
+        observe(params)
     for p in params:
         for state in _STATES.get(p, {}).values():
             state.update()
@@ -312,7 +318,7 @@ def quantize(values: Any, s: Scaling, policy: Policy, owner: Any, category: str,
     from fpsim.precision import numerics
 
     rows, k = values.shape
-    seed = (numerics._seed(_stream(policy, category), "stochastic")
+    seed = (numerics.seed(numerics.stream(policy, f"recipe.{category}"), "stochastic")
             if s.rounding == "stochastic" else None)
     if s.kind in ("none", "delayed"):
         state = states(owner).setdefault(category + key, DelayedState(s)) if (
@@ -377,16 +383,6 @@ def _quantize_blocks(values: Any, s: Scaling, seed: int | None) -> Quantized:
             raise ValueError(f"{s}: {exc.args[0].split(': pass pad=True')[0]}; add ':pad=on' "
                              "to the scaling for a shorter last block") from None
         raise
-
-
-def _stream(policy: Policy, category: str) -> Policy:
-    """The policy whose stochastic stream a category's roundings draw (one per policy
-    object and category, apart from the policy's own)."""
-    streams = policy.__dict__.setdefault("_recipe_streams", {})
-    if category not in streams:
-        streams[category] = replace(policy, category=f"recipe.{category}")
-    stream: Policy = streams[category]
-    return stream
 
 
 def weight_operand(weight: Any, matrix: Any, s: Scaling | None, policy: Policy,
@@ -582,7 +578,7 @@ def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str])
     return np.asarray(matmul(qa, _transpose_quantized(qb),
                              accum=policy.accum, rounding=policy.accum_rounding,
                              order=policy.order, subnormals=policy.subnormals,
-                             seed=numerics._seed(gemm, policy.accum_rounding)),
+                             seed=numerics.seed(gemm, policy.accum_rounding)),
                       dtype=np.float64)
 
 

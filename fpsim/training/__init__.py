@@ -9,6 +9,8 @@ from fpsim.training.loss_scale import (
 from fpsim.training.monitor import (
     FlushCounter,
     GradientCounts,
+    RecipeMonitor,
+    TensorStep,
     exponent_histogram,
     flushed_fraction,
     gradients,
@@ -16,6 +18,7 @@ from fpsim.training.monitor import (
 from fpsim.training.trainer import StepReport, Trainer
 
 __all__ = [
-    "DynamicLossScale", "FlushCounter", "GradientCounts", "NoLossScale", "StaticLossScale",
-    "StepReport", "Trainer", "as_loss_scale", "exponent_histogram", "flushed_fraction", "gradients",
+    "DynamicLossScale", "FlushCounter", "GradientCounts", "NoLossScale", "RecipeMonitor",
+    "StaticLossScale", "StepReport", "TensorStep", "Trainer", "as_loss_scale",
+    "exponent_histogram", "flushed_fraction", "gradients",
 ]

@@ -298,3 +298,146 @@ def flushed_fraction(values: Iterable[np.ndarray], fmt: Format | str = "fp16",
         with _device.kernels(a):
             lost += int(xp.count_nonzero(round_to(a, fmt) == 0))
     return lost / nonzero if nonzero else 0.0
+
+
+@dataclass(frozen=True)
+class TensorStep:
+    """What a recipe's quantizations of one tensor did in one step (``RecipeMonitor``).
+
+    Attributes
+    ----------
+    amax : float
+        The largest magnitude quantized in the step.
+    scale : float
+        The largest decode scale used (an element times it is the value); for a delayed
+        scaling, ``1 / scale`` of its state.
+    saturated, flushed : float
+        The shares of the step's elements clamped to the format's largest value, and of
+        nonzero values made zero.
+    scale_underflow : float
+        The share of blocks with a nonzero amax whose scale sat at the bottom of its format
+        (zero or subnormal UE4M3 or binary32, E8M0's 2**-127).
+    stale : bool
+        A delayed scale that made elements of the step overflow the format (they
+        saturated): a scale computed from the history before a spike.
+    history : tuple of float
+        A delayed scaling's amax history at the end of the step (``history[0]``: the
+        step's), empty for the others.
+    quantizations : int
+        Quantizations counted (an LSTM's recurrent weight: one per time step for ``act``).
+    """
+
+    amax: float
+    scale: float
+    saturated: float
+    flushed: float
+    scale_underflow: float
+    stale: bool
+    history: tuple[float, ...]
+    quantizations: int
+
+
+class RecipeMonitor:
+    """While active (``with``): every quantization of a scaling recipe, per tensor and per
+    step, as ``TensorStep`` records.
+
+    A step ends when an optimizer steps (``fpsim.precision.scaling.advance``) or when
+    ``end_step()`` is called. Tensors are named after their layer's weight
+    (``model.named_parameters()``) and category: ``("layers.0.weight", "act")``.
+
+    Parameters
+    ----------
+    model : Module, optional
+        Names the layers; without it, ``repr`` of the weight's id.
+
+    Attributes
+    ----------
+    steps : list of dict
+        Per ended step, ``{(layer, category): TensorStep}``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fpsim
+    >>> from fpsim import nn, optim, training
+    >>> from fpsim.nn import functional as F
+    >>> nn.manual_seed(0)
+    >>> model = nn.Linear(4, 2)
+    >>> trainer = training.Trainer(model, optim.SGD(model.parameters(), lr=0.1),
+    ...                            "fp8_hybrid_delayed")
+    >>> x = np.ones((3, 4))
+    >>> with training.RecipeMonitor(model) as monitor:
+    ...     for scale in (1.0, 1.0, 100.0):  # a spike at the third step
+    ...         _ = trainer.step(lambda: F.mse_loss(model(x * scale), np.zeros((3, 2))))
+    >>> [round(s[("weight", "act")].saturated, 2) for s in monitor.steps]
+    [0.0, 0.0, 1.0]
+    >>> monitor.series("weight", "act", "stale")
+    [False, False, True]
+    """
+
+    def __init__(self, model: Any = None) -> None:
+        self.names: dict[int, str] = {}
+        if model is not None:
+            self.names = {id(p): name for name, p in model.named_parameters()}
+        self.steps: list[dict[tuple[str, str], TensorStep]] = []
+        self._open: dict[tuple[str, str], list[Any]] = {}
+
+    def _name(self, owner: Any) -> str:
+        return self.names.get(id(owner), f"tensor@{id(owner):x}")
+
+    def __call__(self, event: Any) -> None:
+        self._open.setdefault((self._name(event.owner), event.category), []).append(event)
+
+    def end_step(self, params: Any = None) -> None:
+        """Close the step: summarize its quantizations (an optimizer's step calls it)."""
+        if not self._open:
+            return
+        record: dict[tuple[str, str], TensorStep] = {}
+        for key, events in self._open.items():
+            size = sum(e.size for e in events) or 1
+            blocks = sum(e.blocks for e in events) or 1
+            amax = max(e.amax for e in events)
+            state = events[-1].state
+            # A delayed scale that made this step's largest values overflow the format.
+            stale = state is not None and any(e.saturated for e in events)
+            record[key] = TensorStep(
+                amax=amax, scale=max(e.scale for e in events),
+                saturated=sum(e.saturated for e in events) / size,
+                flushed=sum(e.flushed for e in events) / size,
+                scale_underflow=sum(e.scale_underflow for e in events) / blocks,
+                stale=stale,
+                history=tuple(float(h) for h in state.history) if state is not None else (),
+                quantizations=len(events))
+        self.steps.append(record)
+        self._open = {}
+
+    def series(self, layer: str, category: str, field: str) -> list[Any]:
+        """One field of one tensor over the ended steps (None where it was not quantized).
+
+        Parameters
+        ----------
+        layer, category : str
+            The tensor's name (``"layers.0.weight"``, ``"act"``).
+        field : str
+            A ``TensorStep`` field (``"amax"``, ``"scale"``, ``"saturated"``, ...).
+
+        Returns
+        -------
+        list
+        """
+        return [getattr(step[(layer, category)], field) if (layer, category) in step
+                else None for step in self.steps]
+
+    def __enter__(self) -> RecipeMonitor:
+        from fpsim.precision import scaling
+
+        scaling.observers.append(self)
+        scaling.step_observers.append(self.end_step)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from fpsim.precision import scaling
+
+        scaling.observers.remove(self)
+        scaling.step_observers.remove(self.end_step)
+        self.end_step()
