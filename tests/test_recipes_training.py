@@ -210,3 +210,45 @@ def test_stochastic_rounding_of_nvfp4_gradients_follows_the_policys_seed():
     a, b, c = grads(3), grads(3), grads(4)
     assert all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
     assert not np.array_equal(a[0], c[0]) and not np.array_equal(a[1], c[1])
+
+
+def test_delayed_scaling_follows_transformer_engines_update_kernel():
+    """``amax_and_scale_update`` (transformer_engine/common/recipe/delayed_scaling.cu): the
+    history rotates by one toward its start, the step's amax (position 0) going to its end
+    and position 0 set to zero; ``max`` takes the window's largest, ``most_recent`` the
+    step's; ``scale = fp32(fp8_max * 2**-margin) / amax`` in binary32, kept where amax is
+    zero or not finite, FLT_MAX where it overflows; ``scale_inv = 1 / scale``."""
+    from fpsim.precision.recipes import scaling
+    from fpsim.precision.scaling import DelayedState
+
+    def run(text, amaxes):
+        state = DelayedState(scaling(text))
+        out = []
+        for a in amaxes:
+            state.record(a)
+            state.update()
+            out.append((state.history.tolist(), float(state.scale), float(state.scale_inv)))
+        return out
+
+    def scale(top, margin, amax):
+        s = ref_div(ref_mul(top, 2.0**-margin, "fp32")[0], amax, "fp32")[0]
+        return s, ref_div(1.0, s, "fp32")[0]
+
+    steps = run("fp8_e4m3:delayed:history=3:margin=2", [3.0, 0.5, 0.25, 0.125])
+    assert [h for h, _, _ in steps] == [[0.0, 0.0, 3.0], [0.0, 3.0, 0.5], [0.0, 0.5, 0.25],
+                                        [0.0, 0.25, 0.125]]
+    # The window's largest: 3, 3, 3 (the 3.0 is still in the window), then 0.5.
+    for (_, s, inv), amax in zip(steps, [3.0, 3.0, 3.0, 0.5], strict=True):
+        assert (s, inv) == scale(448.0, 2, amax)
+    recent = run("fp8_e5m2:delayed:algo=most_recent", [3.0, 0.5])
+    assert [(s, inv) for _, s, inv in recent] == [scale(57344.0, 0, 3.0),
+                                                  scale(57344.0, 0, 0.5)]
+    # Zero, infinite and NaN amaxes keep the scale; a tiny one overflows it to FLT_MAX.
+    kept = run("fp8_e4m3:delayed:history=1", [2.0, 0.0, float("inf"), float("nan"), 1e-45])
+    assert [s for _, s, _ in kept[:4]] == [scale(448.0, 0, 2.0)[0]] * 4
+    assert kept[4][1] == float(np.finfo(np.float32).max)
+    # interval=2: the history rolls at every update, the scale changes every second one.
+    every = run("fp8_e4m3:delayed:history=1:interval=2", [2.0, 4.0, 8.0])
+    assert [s for _, s, _ in every] == [224.0, 224.0, 56.0]
+    # pow2: the scale's fraction bits cleared.
+    assert run("fp8_e4m3:delayed:pow2=on", [3.0])[0][1] == 128.0
