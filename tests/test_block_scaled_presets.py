@@ -35,6 +35,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import ref_round, same_bits
+from test_amd_presets import read
 
 import fpsim
 import fpsim.hw
@@ -49,17 +50,6 @@ RULES = {
     "B200_MXF4": (35, -139, 64, 16), "RTX5090_MXF4": (35, -139, 64, 16),
     "B200_NVF4": (35, -139, 64, 16), "RTX5090_NVF4": (35, -139, 64, 16),
 }
-
-
-def read(x: Fraction, emin: int) -> tuple[Fraction, int]:
-    """x = s * 2**e, e = max(floor(log2|x|), emin)."""
-    if x == 0:
-        return Fraction(0), emin
-    a = abs(x)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    e = e - 1 if TWO**e > a else e
-    e = max(e, emin)
-    return x / TWO**e, e
 
 
 def ieee_sum(a, b, sa, sb, c) -> float:

@@ -10,6 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from test_mma_probes import nvdisasm
 
 from fpsim.compare import mma
 
@@ -53,22 +54,6 @@ def test_the_image_is_k_major_core_matrices_without_swizzle(rows, k_len, size):
     words = mma.tcgen05_image(bits.reshape(1, rows, k_len))
     flat = words.view(bits.dtype).reshape(-1)
     assert (flat[off.ravel() // size] == bits).all()
-
-
-def nvdisasm():
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    try:
-        import nvidia
-    except ImportError:
-        return None
-    from pathlib import Path
-
-    for root in nvidia.__path__:
-        for path in sorted(Path(root).glob("cu*/bin/nvdisasm")):
-            return str(path)
-    return None
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
