@@ -168,8 +168,9 @@ def _pow2(scale: np.float32) -> np.float32:
 _STATES: weakref.WeakKeyDictionary[Any, dict[str, DelayedState]] = weakref.WeakKeyDictionary()
 # Each weight's quantizations of this step, by orientation.
 _WEIGHTS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
-# The weights of layers left in higher precision (Recipe.keep), by policy.
-_KEPT: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+# The weights of layers left in higher precision (Recipe.keep), by recipe (held weakly:
+# a model's weights go when the model does).
+_KEPT: dict[Any, weakref.WeakSet[Any]] = {}
 
 
 def states(owner: Any) -> dict[str, DelayedState]:
@@ -235,14 +236,16 @@ def bind(model: Any, policy: Policy) -> None:
             else:
                 raise ValueError(f"keep={token}: no module of that name; the model's: "
                                  f"{', '.join(n for n in names if n)}")
-        weights = tuple(w for m in chosen for w in _weights(m))
-        _KEPT[r] = _KEPT.get(r, ()) + tuple(w for w in weights if not any(
-            w is k for k in _KEPT.get(r, ())))
+        _KEPT.setdefault(r, weakref.WeakSet()).update(w for m in chosen for w in _weights(m))
 
 
 def kept(recipe: Recipe, weight: Any) -> bool:
     """Whether ``weight``'s layer is left in higher precision by ``recipe``."""
-    return any(weight is w for w in _KEPT.get(recipe, ()))
+    held = _KEPT.get(recipe)
+    try:
+        return held is not None and weight in held
+    except TypeError:  # not a weakly referable weight (an array): no layer of a model
+        return False
 
 
 def _named_modules(model: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
