@@ -1,12 +1,16 @@
 """The off switch: without a recipe, policies give the bits they gave before recipes existed.
 
-``PINNED`` holds the digests of short training runs (an MLP, a CNN and an LSTM language
-model, three steps each) under the fp32, mixed, fp16-accumulation, bf16 and fp16 policies,
-computed by ``fingerprint`` below on fpsim as of commit ee41b06 (before issue 33):
-``git archive ee41b06 | tar -x -C /tmp/base; PYTHONPATH=/tmp/base python3
-tests/test_recipes_off.py``. Every run names its order of summation (sequential), so the
-digests do not depend on a BLAS library's order. ``ABLATION_TEXTS`` pins the policy
-strings of the paper's ablations (their run caches are keyed by them).
+``PINNED`` holds the digests of short training runs (``test_policy.models()``: an MLP, a
+CNN and an LSTM language model, three steps each) under the fp32, mixed,
+fp16-accumulation, bf16 and fp16 policies, computed by ``fingerprint`` below on fpsim
+as of commit ee41b06 (before issue 33)::
+
+    git archive ee41b06 | tar -x -C /tmp/base
+    PYTHONPATH=/tmp/base python3 tests/test_recipes_off.py
+
+Every run names its order of summation (sequential), so the digests do not depend on a
+BLAS library's order. ``ABLATION_TEXTS`` pins the policy strings of the paper's ablations
+(their run caches are keyed by them).
 """
 
 from __future__ import annotations
@@ -25,21 +29,21 @@ POLICIES = {
 }
 
 PINNED = {
-    'fp32/0': 'e2d2fd99d3f26ad4',
-    'fp32/1': '00420b18e60793c6',
-    'fp32/2': '8619be4bb4539bdc',
-    'mixed/0': 'b993f8b2edf78412',
-    'mixed/1': '9f37a8f39030167a',
-    'mixed/2': '53d2c4fc7938f984',
-    'fp16_accum/0': '3298682fab05946d',
-    'fp16_accum/1': '2e6f5b6a2829e3aa',
-    'fp16_accum/2': '34caf2614fac14d1',
-    'bf16/0': '34bdcc1523832405',
-    'bf16/1': '4c8cad7039e87737',
-    'bf16/2': '0a4ed6e057b306a8',
-    'fp16/0': '4e7be99e0f38faa7',
-    'fp16/1': '08aa6a3629f5614f',
-    'fp16/2': 'd5ad48a7b6b250b7',
+    'fp32/0': '5f7be90f3a4246da',
+    'fp32/1': 'e9e57e8c6e0bc2fc',
+    'fp32/2': '9ad940f954702827',
+    'mixed/0': 'c242dfa496d92419',
+    'mixed/1': '99363e6de24c2e14',
+    'mixed/2': 'b0b6e9091cfd794e',
+    'fp16_accum/0': 'f6e76839afd0310c',
+    'fp16_accum/1': '3ee2c31560a7ca18',
+    'fp16_accum/2': '0e9dd1e226421173',
+    'bf16/0': '4453d6401664a4f0',
+    'bf16/1': 'dd19ee62217fd79f',
+    'bf16/2': '73498d28d263f720',
+    'fp16/0': 'ec81506031bbd0c6',
+    'fp16/1': '1fcb4f94d2fbbfab',
+    'fp16/2': '058f8c7dd9829bae',
 }
 
 ABLATION_TEXTS = {
@@ -57,47 +61,18 @@ ABLATION_TEXTS = {
 
 
 def fingerprint(policy: str, loss_scale, case: int, counts: bool = True) -> str:
-    """A digest of three training steps of model ``case`` (0: MLP, 1: CNN, 2: LSTM); with
-    ``counts``, the reports' gradient counts too."""
-    from fpsim import nn, optim, training
-    from fpsim.nn import functional as F
+    """A digest of three training steps of ``test_policy.models()[case]`` (an MLP, a CNN,
+    an LSTM language model); with ``counts``, the reports' gradient counts too."""
+    from test_policy import models
 
-    nn.manual_seed(case)
-    rng = np.random.default_rng(case)
-    if case == 0:
-        model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4))
+    from fpsim import optim, training
 
-        def loss():
-            return F.cross_entropy(model(x), y)
-        x, y = rng.normal(size=(5, 6)), np.arange(5) % 4
-    elif case == 1:
-        model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(),
-                              nn.Conv2d(3, 4, 3, stride=2), nn.Flatten(), nn.Linear(36, 4))
-
-        def loss():
-            return F.cross_entropy(model(x), y)
-        x, y = rng.random((3, 1, 8, 8)), np.array([0, 1, 3])
-    else:
-        class LM(nn.Module):
-            def __init__(self):
-                self.embed = nn.Embedding(5, 4)
-                self.lstm = nn.LSTM(4, 6)
-                self.head = nn.Linear(6, 5)
-
-            def forward(self, ids):
-                out, _ = self.lstm(self.embed(ids))
-                return self.head(F.reshape(out, (-1, 6)))
-
-        model = LM()
-
-        def loss():
-            return F.cross_entropy(model(x), y)
-        x, y = rng.integers(0, 5, (4, 2)), rng.integers(0, 5, 8)
+    model, loss_fn = models()[case]
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     trainer = training.Trainer(model, opt, policy, loss_scale=loss_scale)
     h = hashlib.sha256()
     for _ in range(3):
-        r = trainer.step(loss)
+        r = trainer.step(lambda: loss_fn(model))
         fields = (r.loss, r.loss_scale, r.skipped, r.grad_norm, r.absorbed_fraction,
                   r.flushed_fraction)
         h.update(repr(fields + ((r.activation_grads, r.weight_grads) if counts else ())).encode())

@@ -20,7 +20,14 @@ from fpsim._checks import boolean, integer
 from fpsim.formats import PRESETS as PRESETS_BY_NAME
 from fpsim.formats import Format, as_format
 from fpsim.modes import mode_code
-from fpsim.precision.recipes import RECIPE_KEYS, RECIPES, Recipe, build, recipe_value
+from fpsim.precision.recipes import (
+    RECIPE_KEYS,
+    RECIPES,
+    Recipe,
+    build,
+    optional_int,
+    recipe_value,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -495,11 +502,7 @@ def _value(key: str, value: str) -> Format | Recipe | str | bool | int | None:
             raise ValueError(f"unknown recipe {value!r}; known recipes: {', '.join(RECIPES)}")
         return RECIPES[value]
     if key == "seed":
-        if value.lower() == "none":
-            return None
-        if not value.isdigit():
-            raise ValueError(f"seed takes an integer in 0..{SEED_LIMIT - 1}, got {value!r}")
-        return int(value)
+        return optional_int(value, f"seed takes an integer in 0..{SEED_LIMIT - 1}")
     return value
 
 

@@ -482,6 +482,16 @@ def _k_block(s: Scaling) -> int:
     return find_scheme(str(s.scheme)).block
 
 
+def optional_int(value: str, what: str) -> int | None:
+    """``none`` or a non-negative integer's digits, read from a policy string; ValueError
+    saying ``what`` (``"seed takes an integer"``) otherwise."""
+    if value.lower() == "none":
+        return None
+    if not value.isdigit():
+        raise ValueError(f"{what}, got {value!r}")
+    return int(value)
+
+
 def recipe_value(key: str, value: str) -> Any:
     """The value of recipe key ``key`` read from ``value`` (a policy string's pair)."""
     if key in CATEGORIES:
@@ -492,11 +502,7 @@ def recipe_value(key: str, value: str) -> Any:
     if key == "gemm":
         return None if value.lower() == "none" else value
     if key == "promote":
-        if value.lower() == "none":
-            return None
-        if not value.isdigit():
-            raise ValueError(f"promote takes a number of products, got {value!r}")
-        return int(value)
+        return optional_int(value, "promote takes a number of products")
     if key == "rht":
         size, _, seed = value.partition(":")
         if size.lower() in ("none", "off", "0"):
