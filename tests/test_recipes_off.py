@@ -1,8 +1,8 @@
 """The off switch: without a recipe, policies give the bits they gave before recipes existed.
 
 ``PINNED`` holds the digests of short training runs (``test_policy.models()``: an MLP, a
-CNN and an LSTM language model, three steps each) under the fp32, mixed,
-fp16-accumulation, bf16 and fp16 policies, computed by ``fingerprint`` below on fpsim
+CNN and an LSTM language model, three steps each) under the fp32, mixed and
+fp16-accumulation policies, computed by ``fingerprint`` below on fpsim
 as of commit ee41b06 (before issue 33)::
 
     git archive ee41b06 | tar -x -C /tmp/base
@@ -24,8 +24,6 @@ POLICIES = {
     "fp32": ("fp32,order=sequential", None),
     "mixed": ("mixed,order=sequential", "dynamic"),
     "fp16_accum": ("mixed,accum=fp16,order=sequential", "dynamic"),
-    "bf16": ("bf16,order=sequential", None),
-    "fp16": ("fp16,order=sequential", 1024.0),
 }
 
 PINNED = {
@@ -38,12 +36,6 @@ PINNED = {
     'fp16_accum/0': 'f6e76839afd0310c',
     'fp16_accum/1': '3ee2c31560a7ca18',
     'fp16_accum/2': '0e9dd1e226421173',
-    'bf16/0': '4453d6401664a4f0',
-    'bf16/1': 'dd19ee62217fd79f',
-    'bf16/2': '73498d28d263f720',
-    'fp16/0': 'ec81506031bbd0c6',
-    'fp16/1': '1fcb4f94d2fbbfab',
-    'fp16/2': '058f8c7dd9829bae',
 }
 
 ABLATION_TEXTS = {

@@ -163,7 +163,7 @@ def policies(draw):
     return Policy(**base, overrides=overrides)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(policies())
 def test_every_recipe_policy_parses_back_from_its_string(policy):
     assert parse(str(policy)) == policy

@@ -401,17 +401,21 @@ def weight_operand(weight: Any, matrix: Any, s: Scaling | None, policy: Policy,
     except TypeError:  # not a Tensor: quantized at each use
         return quantize(matrix, s, policy, owner, "weight")
     version = _version(owner, s)
-    held = cache.get(orientation)
-    if held is not None and held[0] == version and held[1] is getattr(owner, "data", None):
-        op: Operand = held[2]
+    data = getattr(owner, "data", None)
+
+    def current(entry: Any) -> bool:
+        return entry is not None and entry[0] == version and entry[1] is data
+
+    if current(cache.get(orientation)):
+        op: Operand = cache[orientation][2]
         return op
-    if s.kind in ("none", "delayed", "current") and orientation == "column" and (
-            cache.get("row") is not None and cache["row"][0] == version):
+    if s.kind in ("none", "delayed", "current") and orientation == "column" and current(
+            cache.get("row")):
         # One scale for the tensor: its transpose is the same quantization, transposed.
         op = transposed(cache["row"][2])
     else:
         op = quantize(matrix, s, policy, owner, "weight")
-    cache[orientation] = (_version(owner, s), getattr(owner, "data", None), op)
+    cache[orientation] = (_version(owner, s), data, op)
     return op
 
 
