@@ -6,7 +6,8 @@ cast, as ratios. first: the first calls on a new array in a fresh process, besid
 the first ``x.copy()``, as ratios to the steady call. matmul: emulated matrix
 products beside float32 ``np.matmul`` of the same shape, as time ratios. train:
 one training step of the digits MLP and a small CNN under emulated policies, as
-time ratios to the same step in plain float32 (no emulation). Medians over repeats, timed in
+time ratios to the same step in plain float32 (no emulation). torch (not in all): fpsim.torch.round
+of a 4096x4096 tensor beside fpsim.round of the same memory. Medians over repeats, timed in
 pairs with their reference; the machine is shared and noisy.
 """
 
@@ -610,10 +611,23 @@ def run_training_on_device(repeats: int = 5) -> list[tuple[str, str, float]]:
     return rows
 
 
+def _bench_torch(repeats: int, n: int = 4096) -> int:
+    """``fpsim bench torch``: the bridge's overhead (``fpsim.torch.bench``)."""
+    from fpsim.torch.bench import run as run_torch  # needs the torch extra
+
+    print(f"fpsim {fpsim.__version__}, fpsim.torch.round of a {n}x{n} float32 tensor beside "
+          f"fpsim.round of the same memory, median of {repeats} pairs")
+    print(machine(False))
+    print(f"{'format':9} {'mode':13} {'numpy ms':>9} {'torch ms':>9} {'x numpy':>8}")
+    for fmt, mode, numpy_ms, torch_ms, ratio in run_torch(n, repeats):
+        print(f"{fmt:9} {mode:13} {numpy_ms:9.2f} {torch_ms:9.2f} {ratio:8.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=["all", "elementwise", "first", "matmul", "train"])
+                        choices=["all", "elementwise", "first", "matmul", "train", "torch"])
     parser.add_argument("-n", type=int, default=10_000_000, help="elements (default 10M)")
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
@@ -667,6 +681,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\none emulated mixed-precision step on the GPU, profiled:")
             print(profile_step())
         return 0
+    if args.which == "torch":
+        return _bench_torch(args.repeats)
     gpu = args.backend == "cupy"
     print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
           "each timed in pairs with its reference")
