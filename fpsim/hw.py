@@ -49,8 +49,8 @@ __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS",
            "V100", "T4", "A100", "L40", "H100", "B200", "RTX5090", "A100_BF16", "L40_BF16",
            "H100_BF16", "B200_BF16", "RTX5090_BF16", "L40_FP8", "H100_FP8", "H100_FP8_F16",
            "B200_FP8", "RTX5090_FP8", "E8M13", "H100_TF32", "H100_F16", "h100_fp8_mma",
-           "ALIGNMENTS", "MI300", "MI300_BF16", "MI300_XF32", "mi200_mfma",
-           "mi100_mfma", "BlockScaledFMA", "block_scaled_matmul", "BLOCK_SCALED",
+           "ALIGNMENTS", "MI300", "MI300_BF16", "MI300_XF32", "mi200_mfma", "mi100_mfma",
+           "TF32", "for_input", "BlockScaledFMA", "block_scaled_matmul", "BLOCK_SCALED",
            "B200_MXF8F6F4", "B200_MXF4", "B200_NVF4", "RTX5090_MXF8F6F4", "RTX5090_MXF4",
            "RTX5090_NVF4"]
 
@@ -128,6 +128,18 @@ MI300_BF16 = MI300.with_input("bf16")
 #: instruction reads fp32 registers and truncates them to tf32: pass tf32 values), blocks
 #: of 4.
 MI300_XF32 = _replace(MI300.with_input("tf32"), block=4)
+#: The tf32 instruction of each preset that has one, by the preset's name: a block holds as
+#: many bytes of inputs as the fp16 one (MMA-Sim's ``L_max``), so half its products
+#: (``H100_TF32``, ``MI300_XF32``; checked against MMA-Sim's recorded tf32 instructions).
+#: V100 and T4 have no TF32 tensor cores.
+TF32: dict[str, BlockFMA] = {
+    "A100": _replace(A100.with_input("tf32"), block=4),
+    "L40": _replace(L40.with_input("tf32"), block=4),
+    "H100": H100_TF32,
+    "B200": _replace(B200.with_input("tf32"), block=8),
+    "RTX5090": _replace(RTX5090.with_input("tf32"), block=8),
+    "MI300": MI300_XF32,
+}
 # Blackwell's block-scaled MMAs (MMA-Sim 2.1.1, mmasim/nv_ptx/sim.py: MMA_ST_FDPA(F=25,
 # L_max=32, e_zero=-133) for kind::mxf8f6f4, MMA_GST_FDPA(G=16, F=35, L_max=64,
 # e_zero=-139) for kind::mxf4 and kind::mxf4nvf4; docs/hardware-models.md).
@@ -170,6 +182,52 @@ PRESETS: dict[str, BlockFMA] = {
                         H100_BF16, B200_BF16, RTX5090_BF16, L40_FP8, H100_FP8, H100_FP8_F16,
                         B200_FP8, RTX5090_FP8, MI300, MI300_BF16, MI300_XF32)
 }
+
+
+def for_input(name: str, fmt: Format | str) -> BlockFMA:
+    """The preset ``name`` (a key of ``PRESETS``) as the instruction that reads ``fmt``.
+
+    That is the preset itself where it reads ``fmt``, else the same GPU's preset for that
+    input (``"MI300"`` with tf32 is ``MI300_XF32``, ``"H100"`` with tf32 ``H100_TF32``,
+    ``"MI300/tf32"`` with fp16 is ``MI300``: ``TF32`` and ``PRESETS``), else
+    ``with_input(fmt)`` (the same block and rule reading ``fmt``).
+
+    Parameters
+    ----------
+    name : str
+        A name of ``PRESETS`` (``"H100"``, ``"MI300/bf16"``).
+    fmt : Format or str
+        The inputs' format.
+
+    Returns
+    -------
+    BlockFMA
+
+    Raises
+    ------
+    ValueError
+        An unknown preset, tf32 on a GPU without TF32 tensor cores (V100, T4), or a
+        format the model cannot take.
+
+    Examples
+    --------
+    >>> import fpsim
+    >>> fpsim.hw.for_input("MI300", "tf32") is fpsim.hw.MI300_XF32
+    True
+    >>> fpsim.hw.for_input("H100", "tf32").block, fpsim.hw.for_input("H100", "bf16").block
+    (8, 16)
+    """
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(PRESETS))}")
+    f = fpsim_format(fmt)
+    base = name.split("/")[0]
+    for model in (PRESETS[name], PRESETS.get(base), PRESETS.get(f"{base}/{f.name}"),
+                  TF32.get(base) if f.name == "tf32" else None):
+        if model is not None and model.input_b is None and fpsim_format(model.input) == f:
+            return model
+    if f.name == "tf32" and base in ("V100", "T4"):
+        raise ValueError(f"{base} has no TF32 tensor cores (Volta and Turing take fp16)")
+    return PRESETS[name].with_input(f)
 
 
 def h100_fp8_mma(a: _Any, b: _Any, c: _Any = None, hmma: BlockFMA | None = None) -> _Any:

@@ -669,10 +669,12 @@ def test_mi100_against_the_rational_reference(fmt):
 
 
 @pytest.mark.parametrize(("compute", "preset"), [("fp16", fpsim.hw.MI300),
-                                                 ("bf16", fpsim.hw.MI300_BF16)])
+                                                 ("bf16", fpsim.hw.MI300_BF16),
+                                                 ("tf32", fpsim.hw.MI300_XF32)])
 def test_a_policy_takes_the_mi300_presets(compute, preset):
     """MI300 is in fpsim.hw.PRESETS: under ``model=MI300`` a linear layer's product is
-    ``fpsim.matmul(..., model=MI300)`` (fp16, or bf16 inputs) rounded to the compute format."""
+    ``fpsim.matmul(..., model=MI300)`` (fp16, or bf16 inputs) rounded to the compute format;
+    with tf32 it is the xf32 instruction's (blocks of 4), not the fp16 one's reading tf32."""
     import fpsim.nn.functional as F
     from fpsim.precision import parse
 
@@ -680,8 +682,31 @@ def test_a_policy_takes_the_mi300_presets(compute, preset):
     rng = np.random.default_rng(9)
     x, w = rng.normal(size=(4, 24)), rng.normal(size=(3, 24))
     x[:, :2] = [2.0**12, -(2.0**12)]
+    if compute == "tf32":  # cancelling products that cut the small ones of a block of 8
+        x[:, :2], w[:, :2] = [2.0**24, -(2.0**24)], 1.0
     with parse(f"mixed,compute={compute},model=MI300"):
         y = F.linear(fpsim.tensor(x), fpsim.tensor(w))
     xs, ws = (fpsim.round(v, compute) for v in (x, w))
     want = fpsim.round(fpsim.matmul(xs, ws.T, model=preset), compute)
     np.testing.assert_array_equal(y.data, want)
+    if compute == "tf32":  # the fp16 instruction's blocks of 8 give other bits here
+        wrong = fpsim.matmul(xs, ws.T, model=fpsim.hw.MI300.with_input("tf32"))
+        assert (fpsim.round(wrong, compute) != want).any()
+
+
+@pytest.mark.parametrize(("name", "compute", "want"), [
+    ("MI300", "tf32", fpsim.hw.MI300_XF32), ("MI300/bf16", "tf32", fpsim.hw.MI300_XF32),
+    ("MI300/tf32", "fp16", fpsim.hw.MI300), ("MI300/tf32", "bf16", fpsim.hw.MI300_BF16),
+    ("H100", "tf32", fpsim.hw.H100_TF32), ("H100/bf16", "fp16", fpsim.hw.H100),
+    ("A100", "tf32", fpsim.hw.TF32["A100"]), ("B200", "tf32", fpsim.hw.TF32["B200"]),
+    ("H100_FP8", "fp8_e5m2", fpsim.hw.H100_FP8.with_input("fp8_e5m2"))])
+def test_a_policy_takes_the_instruction_of_its_compute_format(name, compute, want):
+    """Policy(model=...) looks up the GPU's instruction for the compute format
+    (fpsim.hw.for_input): a tf32 block holds as many bytes as an fp16 one, half the
+    products; a GPU without TF32 tensor cores is refused."""
+    from fpsim.precision import parse
+
+    assert parse(f"mixed,compute={compute},model={name}").hardware_model() == want
+    assert fpsim.hw.TF32["A100"].block == 4 and fpsim.hw.TF32["B200"].block == 8
+    with pytest.raises(ValueError, match="V100 has no TF32 tensor cores"):
+        parse("mixed,compute=tf32,model=V100").hardware_model()

@@ -59,10 +59,12 @@ def preset_model(key, **changes):
     model = getattr(fpsim.hw, preset).with_input(fmt)
     if fmt == "tf32":
         # A block holds as many bytes of inputs as with fp16 (MMA-Sim's L_max): half the
-        # products; fpsim.compare.gpu's table says the same where it has the preset.
+        # products, fpsim.hw.TF32's preset; fpsim.compare.gpu's table says the same.
         block = model.block // 2
-        assert TF32_BLOCK.get(preset, block) == block
-        model = dataclasses.replace(model, block=block)
+        model = fpsim.hw.TF32[preset]
+        assert model == dataclasses.replace(getattr(fpsim.hw, preset).with_input(fmt),
+                                            block=block)
+        assert TF32_BLOCK.get(preset, block) == block == fpsim.hw.for_input(preset, fmt).block
     return dataclasses.replace(model, **changes)
 
 

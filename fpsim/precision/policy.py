@@ -87,8 +87,10 @@ class Policy:
     model : str, optional
         A tensor core's block FMA (a name of ``fpsim.hw.PRESETS``, ``"H100"``) that
         computes the dot products instead of ``accum`` and ``order``: the compute format
-        is its input, its fp32 output is rounded to ``compute``. ``accum`` must then be
-        fp32 (the model's), ``order`` "any" and ``accum_rounding`` nearest_even.
+        is its input (the GPU's instruction for that format, ``fpsim.hw.for_input``: tf32
+        on ``"MI300"`` is ``MI300_XF32``), its fp32 output is rounded to ``compute``.
+        ``accum`` must then be fp32 (the model's), ``order`` "any" and ``accum_rounding``
+        nearest_even.
     recipe : Recipe or str, optional
         An FP8/FP4 scaling recipe (``fpsim.precision.recipes``; a name of its ``RECIPES``):
         the products of ``linear`` and ``conv2d`` (Linear, Conv2d, LSTM) quantize their
@@ -341,14 +343,12 @@ def _hardware_model(model: object, compute: Format) -> Any:
     """The ``fpsim.hw`` preset ``model`` taking ``compute`` as its input: built once per
     pair (every product of a policy with ``model=`` asks for it)."""
     from fpsim.hw import PRESETS as MODELS
+    from fpsim.hw import for_input
 
     if not isinstance(model, str) or model not in MODELS:
         raise ValueError(f"unknown model {model!r}; known models: {', '.join(sorted(MODELS))}")
-    preset = MODELS[model]
-    if as_format(preset.input) == compute:
-        return preset
-    try:
-        return preset.with_input(compute)
+    try:  # the GPU's instruction for the compute format ("MI300" with tf32: "MI300/tf32")
+        return for_input(model, compute)
     except ValueError as exc:
         raise ValueError(f"model={model} with compute={compute.name}: {exc}") from None
 
