@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpsim import _device
-from fpsim.accumulation.conv import check, correlate, pad2d
+from fpsim.accumulation.conv import check, correlate, input_gradient, weight_gradient
 from fpsim.autograd.cast import compute, op_policy, same_device
 from fpsim.autograd.shape import transpose
 from fpsim.autograd.tensor import Tensor
@@ -22,7 +21,6 @@ from fpsim.precision import numerics
 
 if TYPE_CHECKING:
     from fpsim.autograd.tensor import TensorLike
-    from fpsim.precision.policy import Policy
 
     Pair = tuple[int, int]
     """A stride or a padding: (along H, along W)."""
@@ -122,24 +120,6 @@ def linear(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None) ->
     return y if bias is None else add(y, bias)
 
 
-def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stride: Pair,
-                    padding: Pair, p: Policy) -> np.ndarray:
-    """d(conv)/dx: the full correlation of the stride-dilated gradient with the flipped
-    kernel, so its inner products (over o, kh, kw) use the same accumulator."""
-    n, o, oh, ow = g.shape
-    _, c, kh, kw = w.shape
-    h, wd = x_shape[2:]
-    xp = _device.array_module(g)
-    dilated = xp.zeros((n, o, (oh - 1) * stride[0] + 1, (ow - 1) * stride[1] + 1), g.dtype)
-    dilated[:, :, :: stride[0], :: stride[1]] = g
-    # Pad so that the full correlation covers the padded input, then crop the padding off.
-    extra = ((h + 2 * padding[0] - kh) % stride[0], (wd + 2 * padding[1] - kw) % stride[1])
-    padded = pad2d(dilated, kh - 1, kh - 1 + extra[0], kw - 1, kw - 1 + extra[1])
-    flipped = xp.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-    full, _ = correlate(padded, flipped, (1, 1), (0, 0), partial(numerics.matmul, policy=p))
-    return full[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd]
-
-
 def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
            stride: int | Pair = 1, padding: int | Pair = 0) -> Tensor:
     """2-D cross-correlation, NCHW: ``x`` (N, C, H, W), ``weight`` (O, C, KH, KW).
@@ -191,13 +171,11 @@ def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
     def backward(g: np.ndarray) -> Any:
         gx: Any = None
         gw: Any = None
+        product = partial(numerics.matmul, policy=p)
         if w.requires_grad:
-            o = w.shape[0]
-            patches = cols.reshape(-1, cols.shape[-1])
-            gw = numerics.matmul(g.transpose(1, 0, 2, 3).reshape(o, -1), patches, p)
-            gw = (gw.reshape(w.shape), p.compute)
+            gw = (weight_gradient(g, cols, w.shape, product), p.compute)
         if x.requires_grad:
-            gx = (_input_gradient(g, w.data, x.shape, stride, padding, p), p.compute)
+            gx = (input_gradient(g, w.data, x.shape, stride, padding, product), p.compute)
         return gx, gw
 
     out = Tensor.node(y, p.compute, (x, w), backward, p, "conv2d")
