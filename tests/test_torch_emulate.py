@@ -163,6 +163,18 @@ def test_in_place_results_are_rounded_in_place():
     np.testing.assert_array_equal(got.numpy(), want.astype(np.float32))
 
 
+def test_comparisons_see_their_inputs_as_they_are():
+    class Threshold(torch.nn.Module):
+        def forward(self, x):
+            return (x > 1.0001).float(), x * 1.0
+
+    mask, scaled = Threshold()(torch.tensor([1.0002]))
+    fpsim.torch.emulate(model := Threshold(), "mixed")
+    got_mask, got = model(torch.tensor([1.0002]))
+    assert torch.equal(got_mask, mask)  # not compared in fp16, where 1.0002 is 1.0
+    assert got.item() == 1.0  # but computed in fp16
+
+
 def test_stochastic_policies_replay_with_their_seed():
     def run(seed):
         torch.manual_seed(6)

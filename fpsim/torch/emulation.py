@@ -18,7 +18,7 @@ The policy is fpsim's (``fpsim.precision.parse``: the same presets and keys as
   that name.
 
 Data movement (views, reshapes, indexing, concatenation, copies, dtype and device
-changes) is left as it is: it moves values without computing new ones. In-place
+changes) and comparisons are left as they are: they compute no new values. In-place
 operations have their results rounded in place; the gradient through them is not
 rounded there. What torch computes inside one function (the sum in a ``softmax``, the
 statistics of a ``batch_norm``) is torch's own arithmetic in the tensor's dtype, not the
@@ -63,8 +63,13 @@ MOVES = frozenset({
     "__iter__", "__reversed__", "__format__", "__repr__", "tolist", "item", "numpy",
     "data_ptr", "stride", "storage_offset", "is_contiguous", "flip", "roll", "repeat", "tile",
     "gather", "index_select", "take", "masked_select",
+    # comparisons and predicates: no new values, their inputs compared as they are
+    "eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+    "__ge__", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "argmax",
+    "argmin", "argsort",
 })
-"""Torch functions that move values without computing new ones: left unrounded."""
+"""Torch functions that move or compare values without computing new ones: left
+unrounded."""
 
 LOSSES = frozenset({
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
