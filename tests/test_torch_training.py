@@ -150,6 +150,12 @@ def test_master_weights_state_and_hostile_input():
     assert opt.param_groups[0]["lr"] == 0.01
     opt.zero_grad()
     assert w.grad is None
+    wide = torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.float64))
+    exact = fpsim.torch.MasterWeights([wide], lambda ps: torch.optim.SGD(ps, lr=0.5), "fp64")
+    assert exact.masters[0].data_ptr() != wide.data_ptr()  # a copy, where nothing rounds
+    wide.grad = torch.ones(2, dtype=torch.float64)
+    exact.step()
+    assert wide.tolist() == [0.5, 1.5] and exact.masters[0].tolist() == [0.5, 1.5]
     with pytest.raises(ValueError, match="no parameters"):
         fpsim.torch.MasterWeights([], torch.optim.SGD)
     with pytest.raises(TypeError, match="a parameter must be a torch.Tensor"):

@@ -118,8 +118,9 @@ class MasterWeights:
             seed = integer(seed, "seed", 0, SEED_LIMIT - 1)
         self.update_rounding = Rounding(self.stored, rounding or p.rounding,
                                         subnormals=p.subnormals, seed=seed)
-        self.masters = [_rounded(w.detach().double(), Rounding(self.stored, p.rounding,
-                                                               subnormals=p.subnormals))
+        to_stored = Rounding(self.stored, p.rounding, subnormals=p.subnormals)
+        # Copies (never views of the working weights, even where no rounding is needed).
+        self.masters = [_rounded(w.detach().to(torch.float64, copy=True), to_stored)
                         for w in self.params]
         made = optimizer(self.masters)
         if not isinstance(made, torch.optim.Optimizer):
