@@ -121,7 +121,8 @@ def one_rounding(name: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.T
         product = conv2d(xs, ws, bias, 1, 1, order="any")
     else:
         product = linear(xs, ws, bias, order="any")
-    return fpsim_round(product, fmt).numpy()
+    values: np.ndarray = fpsim_round(product, fmt).numpy()
+    return values
 
 
 def compare(steps: int = 120, seed: int = 0) -> dict[str, Any]:

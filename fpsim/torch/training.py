@@ -158,7 +158,8 @@ class MasterWeights:
     @property
     def param_groups(self) -> list[dict[str, Any]]:
         """The torch optimizer's parameter groups (its learning rates)."""
-        return self.optimizer.param_groups
+        groups: list[dict[str, Any]] = self.optimizer.param_groups
+        return groups
 
     def step(self) -> None:
         """One update from the working weights' gradients (None: that weight is left as it
