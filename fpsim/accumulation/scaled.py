@@ -29,7 +29,7 @@ import numpy as np
 
 from fpsim._checks import integer
 from fpsim._inputs import array_module, as_dtype, host_value, result_dtype
-from fpsim.accumulation.blocks import BlockFMA
+from fpsim.accumulation.blocks import BlockFMA, block_matmul
 from fpsim.accumulation.operands import initial, layout
 from fpsim.backends import backend as use_backend
 from fpsim.backends import get_backend
@@ -38,7 +38,7 @@ from fpsim.formats import PRESETS, Format, as_format
 from fpsim.kernels.core import NO_EXPONENT
 from fpsim.kernels.spec import make_spec
 
-__all__ = ["BlockScaledFMA", "SCALE_FORMATS", "block_scaled_matmul"]
+__all__ = ["BlockScaledFMA", "SCALE_FORMATS", "block_scaled_matmul", "promoted_matmul"]
 
 #: The scale formats a block-scaled instruction reads.
 SCALE_FORMATS = ("e8m0", "ue4m3")
@@ -214,6 +214,96 @@ def block_scaled_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: Block
         if acc.size and a2.shape[1]:
             acc = _chain(backend.kernels, a2, b3, sa2, sb3, acc, model)
     result = as_dtype(acc.reshape(shape), dtype)
+    return result if xp is np else xp.asarray(result)
+
+
+def promoted_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: BlockFMA, *,
+                    c: Any = None) -> Any:
+    """``A @ B`` with binary32 block scales applied where the partial sums are promoted, as
+    DeepSeek-V3's FP8 GEMM does on Hopper (arXiv 2412.19437, section 3.3.2; DeepGEMM).
+
+    K is cut into chunks of ``model.promote_every`` products; each chunk is accumulated
+    from +0 by the tensor core's block FMA (``model`` without its promotion), and added to
+    a binary32 accumulator that starts at ``c`` (or +0) as
+    ``acc = fma(chunk, fp32(scale_a * scale_b), acc)``: the two scales multiplied in
+    binary32, then one fused multiply-add, each rounded to nearest even (DeepGEMM's
+    ``final_accum += scale_a * scale_b * accum``, which nvcc compiles to FMUL then FFMA).
+
+    Parameters
+    ----------
+    a, b : array_like
+        The elements, (..., M, K) and (..., K, N): values of ``model``'s input formats.
+    scale_a, scale_b : array_like
+        Each element's scale, in the shapes of ``a`` and ``b``: binary32 values (NaN and
+        infinities too), one value along K within each chunk of ``model.promote_every``.
+    model : BlockFMA
+        The tensor core, with ``promote_every`` (``fpsim.hw.H100_FP8.with_promotion(128)``).
+    c : array_like, optional
+        The initial accumulator: binary32 values (default +0).
+
+    Returns
+    -------
+    numpy.ndarray
+        The (..., M, N) result, binary32 values.
+
+    Raises
+    ------
+    ValueError
+        A model without ``promote_every``; elements, scales or c that are not values of
+        their formats; scales that change within a chunk; shapes that do not multiply.
+
+    Examples
+    --------
+    >>> import numpy as np, fpsim
+    >>> from fpsim.accumulation.scaled import promoted_matmul
+    >>> a, b = np.full((1, 256), 2.0), np.full((256, 1), 3.0)
+    >>> sa = np.repeat([[0.5, 2.0**-20]], 128, axis=1)  # one scale per 128 of K
+    >>> model = fpsim.hw.H100_FP8.with_promotion(128)
+    >>> promoted_matmul(a, b, sa, np.ones((256, 1)), model).tolist()  # 768 * (0.5 + 2**-20)
+    [[384.000732421875]]
+    """
+    from fpsim.arithmetic import fma
+    from fpsim.rounding import round as round_to
+
+    if not isinstance(model, BlockFMA) or model.promote_every is None:
+        raise ValueError(f"model must be a fpsim.hw.BlockFMA with promote_every (the scales "
+                         f"are applied at the promotion), got {model!r}")
+    xp = array_module([a, b])
+    dtype = result_dtype(a, b, np.float32)
+    x, y, sx, sy = (np.asarray(xp.asnumpy(v) if xp is not np else v, dtype=np.float64)
+                    for v in (a, b, scale_a, scale_b))
+    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
+        raise ValueError(f"K must be A's last and B's second-last dimension, got A of shape "
+                         f"{x.shape} and B of shape {y.shape}")
+    if sx.shape != x.shape or sy.shape != y.shape:
+        raise ValueError(f"the scales' shapes {sx.shape}, {sy.shape} must be the elements' "
+                         f"{x.shape}, {y.shape}")
+    fp32 = as_format("fp32")
+    spec = make_spec(fp32, "nearest_even", True, False, None)
+    every, k_len = model.promote_every, x.shape[-1]
+    for name, s, k_axis in (("A's scales", sx, -1), ("B's scales", sy, -2)):
+        flat = s.reshape(-1)
+        bad = get_backend().first_unrepresentable(flat, spec)
+        if bad >= 0:
+            raise ValueError(f"{name} hold {host_value(flat[bad])!r}, not a binary32 value")
+        for lo in range(0, k_len, every):
+            chunk = np.moveaxis(s, k_axis, -1)[..., lo:lo + every]
+            if not np.array_equal(chunk, np.broadcast_to(chunk[..., :1], chunk.shape),
+                                  equal_nan=True):
+                raise ValueError(f"{name} change within the chunk of K {lo}..{lo + every - 1}: "
+                                 f"promote_every={every} must not cross a scale block")
+    shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
+    acc = initial(c if c is None or xp is np else xp.asnumpy(xp.asarray(c)), shape, fp32,
+                  spec, np)
+    chunk_model = model.with_promotion(None)
+    with np.errstate(all="ignore"):
+        for lo in range(0, k_len, every):
+            part = block_matmul(x[..., lo:lo + every], y[..., lo:lo + every, :], chunk_model)
+            # fp32(scale_a * scale_b): exact in binary64, rounded once (FMUL).
+            scale = round_to(sx[..., :, lo][..., :, None] * sy[..., lo, :][..., None, :],
+                             fp32)
+            acc = np.asarray(fma(np.asarray(part, np.float64), scale, acc, fp32), np.float64)
+    result = as_dtype(acc, dtype)
     return result if xp is np else xp.asarray(result)
 
 

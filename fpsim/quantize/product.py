@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from fpsim.accumulation.blocks import BlockFMA
 from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate
-from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul
+from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul, promoted_matmul
 from fpsim.formats import as_format
 from fpsim.quantize.blocks import Blocks
 from fpsim.quantize.quantized import Quantized, dequantize
@@ -26,16 +27,29 @@ __all__ = ["quantized_matmul"]
 
 # Scale kinds whose products with elements are exact in every term (binary64).
 EXACT_KINDS = ("mx", "nvfp4")
+# Scale kinds whose binary32 scales a tensor core's promotion applies (DeepSeek-V3).
+PROMOTED_KINDS = ("blockwise",)
 
 
-def _k_block(q: Quantized, name: str, k_axis: int) -> int:
+def _k_block(q: Quantized, name: str, k_axis: int, kinds: tuple[str, ...] = EXACT_KINDS) -> int:
     """The elements along K that share one scale in ``q`` (the A or B of a product)."""
     sch = q.scheme
-    if sch.kind not in EXACT_KINDS:
+    if sch.kind not in kinds:
+        if kinds == PROMOTED_KINDS and sch.kind in EXACT_KINDS:
+            raise ValueError(
+                f"{name}: a product of {sch.name} operands takes a block-scaled instruction "
+                "(fpsim.hw.BLOCK_SCALED: B200_MXF8F6F4, B200_MXF4, B200_NVF4, ...), whose "
+                "block FMA applies the scales; a BlockFMA model reads unscaled values")
+        if kinds == PROMOTED_KINDS:
+            raise ValueError(
+                f"{name}: a tensor core with promote_every applies DeepSeek-V3's blockwise "
+                f"binary32 scales at each promotion; {sch.name} is not blockwise FP8 "
+                "(fp8_block1x128, fp8_block128x128)")
         raise ValueError(
             f"{name}: a product of {sch.name} operands is not supported: its binary32 scales "
-            "times the elements are not exact per term; dequantize it, or use an MX or "
-            "NVFP4 scheme")
+            "times the elements are not exact per term; dequantize it, use an MX or NVFP4 "
+            "scheme, or (blockwise FP8) a tensor core that promotes every N, "
+            "model=fpsim.hw.H100_FP8.with_promotion(128)")
     ndim = q.values.ndim
     if ndim < 2:
         raise ValueError(f"{name}: matmul needs at least 2 dimensions, got shape {q.shape}")
@@ -57,7 +71,11 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
     instruction's ``model`` (``fpsim.hw.BLOCK_SCALED``), as that instruction adds them,
     chained over K. An NVFP4 tensor scale multiplies the result at the end:
     ``alpha = fp32(ts_a * ts_b)``, the result ``acc * alpha`` rounded once to ``accum``
-    (the model's output) to nearest even, as a GEMM epilogue does.
+    (the model's output) to nearest even, as a GEMM epilogue does. Blockwise FP8 operands
+    (binary32 scales, DeepSeek-V3) take a tensor core that promotes every N
+    (``model=fpsim.hw.H100_FP8.with_promotion(128)``): each chunk's block-FMA sum is
+    added to a binary32 accumulator as ``fma(chunk, fp32(scale_a * scale_b), acc)``
+    (``fpsim.accumulation.scaled.promoted_matmul``).
 
     Examples
     --------
@@ -74,13 +92,16 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
         if not isinstance(q, Quantized):
             raise ValueError(f"{name}: a product with a Quantized operand needs both quantized "
                              f"(fpsim.quantize), got {type(q).__name__}")
-    if model is not None and not isinstance(model, BlockScaledFMA):
+    promoted = isinstance(model, BlockFMA)
+    if model is not None and not (promoted or isinstance(model, BlockScaledFMA)):
         raise ValueError(
             f"model={getattr(model, 'name', model)!r}: a product of Quantized operands takes a "
             "block-scaled instruction (fpsim.hw.BLOCK_SCALED: B200_MXF8F6F4, B200_MXF4, "
-            "B200_NVF4, ...), whose block FMA applies the scales")
-    k_a = _k_block(qa, "A", qa.values.ndim - 1)
-    k_b = _k_block(qb, "B", qb.values.ndim - 2)
+            "B200_NVF4, ...), whose block FMA applies the scales, or (blockwise FP8) a "
+            "tensor core that promotes every N (fpsim.hw.H100_FP8.with_promotion(128))")
+    kinds = PROMOTED_KINDS if promoted else EXACT_KINDS
+    k_a = _k_block(qa, "A", qa.values.ndim - 1, kinds)
+    k_b = _k_block(qb, "B", qb.values.ndim - 2, kinds)
     if qa.shape[-1] != qb.shape[-2]:
         raise ValueError(f"inner dimensions differ: A {qa.shape} and B {qb.shape}")
     if k_a != k_b:
@@ -90,6 +111,8 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
     if tensor_scaled and options.get("c") is not None:
         raise ValueError("c: an initial accumulator with an NVFP4 tensor scale is not "
                          "supported (the epilogue would scale it too)")
+    if isinstance(model, BlockFMA):
+        return _promoted(qa, qb, model, k_a, options)
     if model is not None:
         return _instruction(qa, qb, model, k_a, options)
     a = dequantize(_without_tensor_scale(qa))
@@ -130,10 +153,7 @@ def _epilogue(acc: Any, qa: Quantized, qb: Quantized, accum: Any, out: Any,
 def _instruction(qa: Quantized, qb: Quantized, model: BlockScaledFMA, k_block: int,
                  options: dict[str, Any]) -> Any:
     """``qa @ qb`` as the block-scaled instruction ``model`` computes it."""
-    given = [k for k in (*ACCUMULATOR_OPTIONS, "stats") if options.get(k) not in (None, False)]
-    if given:
-        raise ValueError(f"model={model.name!r} fixes how the products are added up; "
-                         f"{', '.join(given)} cannot be given with it")
+    _fixed(model, options)
     for name, q in (("A", qa), ("B", qb)):
         sch = q.scheme
         if sch.scale_format.name != model.scale or k_block != model.scale_block:
@@ -150,6 +170,33 @@ def _instruction(qa: Quantized, qb: Quantized, model: BlockScaledFMA, k_block: i
     if qa.tensor_scale is None and qb.tensor_scale is None:
         return acc if out is None else round_to(np.asarray(acc, np.float64), as_format(out))
     return _epilogue(acc, qa, qb, inst.fma.output, out)
+
+
+def _fixed(model: Any, options: dict[str, Any]) -> None:
+    """Refuse the accumulator options a hardware ``model`` fixes."""
+    given = [k for k in (*ACCUMULATOR_OPTIONS, "stats") if options.get(k) not in (None, False)]
+    if given:
+        raise ValueError(f"model={model.name!r} fixes how the products are added up; "
+                         f"{', '.join(given)} cannot be given with it")
+
+
+def _promoted(qa: Quantized, qb: Quantized, model: BlockFMA, k_block: int,
+              options: dict[str, Any]) -> Any:
+    """``qa @ qb`` of blockwise FP8 operands on a tensor core that promotes every N, the
+    scales applied at each promotion (DeepSeek-V3, DeepGEMM)."""
+    _fixed(model, options)
+    every = model.promote_every
+    if every is None or k_block % every:
+        raise ValueError(
+            f"model={model.name!r}: blockwise FP8's binary32 scales are applied when each "
+            f"chunk's partial sum is promoted to binary32, so the model must promote every N "
+            f"products, N dividing the scale block of {k_block} (DeepSeek-V3: "
+            f"{model.name.split(' promote ')[0]}.with_promotion({k_block}))")
+    inst = model.with_inputs(qa.scheme.element, qb.scheme.element).with_promotion(every)
+    acc = promoted_matmul(qa.values, qb.values, _element_scales(qa), _element_scales(qb), inst,
+                          c=options.get("c"))
+    out = options.get("out")
+    return acc if out is None else round_to(np.asarray(acc, np.float64), as_format(out))
 
 
 def _element_scales(q: Quantized) -> Any:

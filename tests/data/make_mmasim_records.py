@@ -5,9 +5,10 @@ tests/test_mmasim_records.py and tests/test_block_scaled_records.py read (the te
 neither torch nor mmasim). Run it where the ``mmasim`` package (PyPI, Xie et al., arXiv
 2511.10909) and a CPU build of torch are installed:
 
-    python3 tests/data/make_mmasim_records.py [--block-scaled]
+    python3 tests/data/make_mmasim_records.py [--block-scaled | --promoted]
 
-(``--block-scaled``: only the second file.)
+(``--block-scaled``: only the second file; ``--promoted``: only
+tests/data/mmasim_promoted.npz, which tests/test_promoted_products.py reads.)
 
 For each input format (fp16, bf16, tf32, fp8 e4m3 and e5m2) it draws vectors a,
 b of K = 64 values and an fp32 c in nine classes of input (random, wide range,
@@ -27,6 +28,11 @@ kind::mxf8f6f4 with E8M0 scales, kind::mxf4 and kind::mxf4nvf4 with E8M0 or UE4M
 scales) get their own draws (``block_scaled``): element codes, scale codes and an fp32 c
 in nine classes of input, asked of MMA-Sim's ``dpa`` one instruction at a time (each
 with its own scales) and chained over K = 128, each result the next instruction's c.
+
+DeepSeek-V3's FP8 GEMM (``promoted``): rows of K = 256 in eight classes of input, each
+quantized per 128 of K as DeepSeek-V3 does (e4m3, binary32 scales amax / 448), and
+MMA-Sim's Hopper fp8 ``wgmma`` chained over each chunk of 128 from +0: the partial sums
+that ``fpsim.accumulation.scaled.promoted_matmul`` promotes with the scales.
 """
 
 from __future__ import annotations
@@ -373,10 +379,88 @@ def block_scaled(rng: np.random.Generator) -> dict[str, np.ndarray]:
     return out
 
 
+# DeepSeek-V3's FP8 GEMM on Hopper: wgmma k32 e4m3 chained over each chunk of 128 of K,
+# from +0 (MMA-Sim's WGMMA, as H100_FP8), on blockwise-quantized data.
+PROMOTED_K, PROMOTED_CHUNK = 256, 128
+PROMOTED_CLASSES = ("random", "wide", "cancel", "outlier", "zeros", "nonfinite", "tiny",
+                    "huge")
+
+
+def draw_blockwise(rng: np.random.Generator, cls: str, operand: str) -> np.ndarray:
+    """float32 data (PER_CLASS, PROMOTED_K) of one class, to be quantized per 128 of K."""
+    n = (PER_CLASS, PROMOTED_K)
+    x = rng.normal(size=n)
+    if cls == "wide":
+        x = np.where(rng.random(n) < 0.5, -1.0, 1.0) * np.exp2(rng.uniform(-30, 30, n))
+    elif cls == "cancel":
+        # In each wgmma's 32 products, A's second 16 negate its first and B's repeat; a
+        # tenth of A's first ones are 9/8 of their partner's magnitude: small residuals.
+        g = x.reshape(PER_CLASS, -1, 2, 16)
+        g[:, :, 1] = -g[:, :, 0] if operand == "a" else g[:, :, 0]
+        if operand == "a":
+            g[:, :, 0] *= np.where(rng.random(g[:, :, 0].shape) < 0.1, 1.125, 1.0)
+    elif cls == "outlier":  # one large value per block: the others small or subnormal
+        x[:, ::PROMOTED_CHUNK] *= 2.0**14
+    elif cls == "zeros":
+        x = np.where(rng.random(n) < 0.3, 0.0, x)
+        x[rng.random(PER_CLASS) < 0.5, :PROMOTED_CHUNK] = 0.0
+    elif cls == "nonfinite":
+        x = np.where(rng.random(n) < 0.005, np.nan, x)
+    elif cls == "tiny":  # scales below binary32's normals
+        x = x * 2.0**-135
+    elif cls == "huge":  # scales whose products overflow binary32
+        x = x * 2.0**120
+    return x.astype(np.float32)
+
+
+def quantize_blockwise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(e4m3 codes, binary32 scales per 128 of K): DeepSeek-V3's s = amax / 448 and
+    x / s, each in binary32 (a zero block keeps its zeros)."""
+    blocks = x.reshape(PER_CLASS, -1, PROMOTED_CHUNK)
+    with np.errstate(all="ignore"):
+        amax = np.abs(blocks).max(axis=-1)
+        amax = np.where(np.isnan(blocks).any(axis=-1), np.nan, amax).astype(np.float32)
+        s = (amax / np.float32(448.0)).astype(np.float32)
+        y = np.where(s[..., None] == 0, blocks, blocks / s[..., None]).astype(np.float32)
+    t = torch.from_numpy(y.reshape(PER_CLASS, PROMOTED_K).copy()).to(torch.float8_e4m3fn)
+    return t.view(torch.uint8).numpy(), s
+
+
+def promoted(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Blockwise-quantized A and B rows (codes, scales), c, and MMA-Sim's wgmma partial sum
+    of each chunk of 128 (from +0): the records of ``promoted_matmul``."""
+    out: dict[str, np.ndarray] = {}
+    for x in "ab":
+        parts = [quantize_blockwise(draw_blockwise(rng, cls, x)) for cls in PROMOTED_CLASSES]
+        out[f"{x}_codes"] = np.concatenate([p[0] for p in parts])
+        out[f"{x}_scales"] = np.concatenate([p[1] for p in parts])
+    out["c"] = np.concatenate([draw_c(rng, "random", PER_CLASS) for _ in PROMOTED_CLASSES])
+    mma = WGMMA("Hopper", "m64n8k32.f32.e4m3.e4m3")
+    a = torch.from_numpy(out["a_codes"]).view(torch.float8_e4m3fn)
+    b = torch.from_numpy(out["b_codes"]).view(torch.float8_e4m3fn)
+    partials = []
+    for k0 in range(0, PROMOTED_K, PROMOTED_CHUNK):
+        zero = torch.zeros(a.shape[0], dtype=torch.float32)
+        d = mma.dpa(a[:, k0:k0 + PROMOTED_CHUNK].contiguous(),
+                    b[:, k0:k0 + PROMOTED_CHUNK].contiguous(), zero)
+        partials.append(d.view(torch.int32).numpy().view(np.uint32))
+    out["partials"] = np.stack(partials, axis=-1)
+    out["about"] = np.array(json.dumps({
+        "mmasim": version("mmasim"), "torch": version("torch"), "K": PROMOTED_K,
+        "chunk": PROMOTED_CHUNK, "per_class": PER_CLASS, "classes": PROMOTED_CLASSES,
+        "instruction": ["Hopper", mma.shape_and_type]}))
+    return out
+
+
 def main() -> None:
+    flags = set(sys.argv[1:])
+    if "--promoted" in flags:
+        np.savez_compressed(Path(__file__).with_name("mmasim_promoted.npz"),
+                            **promoted(np.random.default_rng(20261128)))
+        return
     rng = np.random.default_rng(20261127)
     np.savez_compressed(Path(__file__).with_name("mmasim_block_scaled.npz"), **block_scaled(rng))
-    if "--block-scaled" in sys.argv[1:]:
+    if "--block-scaled" in flags:
         return
     out: dict[str, np.ndarray] = {}
     rng = np.random.default_rng(20261125)
