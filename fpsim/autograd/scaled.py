@@ -10,13 +10,12 @@ master copy) once per step. ``docs/training.md`` ("FP8 and FP4 recipes") states 
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpsim import _device
-from fpsim.accumulation.conv import check, correlate, pad2d
+from fpsim.accumulation.conv import check, correlate, input_gradient
 from fpsim.autograd.cast import compute, same_device
 from fpsim.autograd.tensor import Tensor, as_tensor
 from fpsim.precision import numerics, scaling
@@ -108,8 +107,7 @@ class Gemms:
 
 def _dequantized(op: Operand) -> Any:
     """Elements times their binary32 decode scales (exact in binary64)."""
-    each = np.repeat(op.scales, op.block, axis=1)[:, :op.values.shape[1]]
-    return op.values * each
+    return op.values * scaling.each_scale(op)
 
 
 def _weight(weight: TensorLike, recipe: Recipe) -> Tensor:
@@ -193,24 +191,17 @@ def conv2d(x: TensorLike, weight: TensorLike, stride: int | Pair, padding: int |
 
 def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stride: Pair,
                     padding: Pair, gemms: Gemms) -> np.ndarray:
-    """d(conv)/dx as ``fpsim.autograd.dot``'s: the full correlation of the stride-dilated
-    gradient with the flipped kernel, its product quantized (grad by weight)."""
-    n, o, oh, ow = g.shape
-    _, c, kh, kw = w.shape
-    h, wd = x_shape[2:]
-    dilated = np.zeros((n, o, (oh - 1) * stride[0] + 1, (ow - 1) * stride[1] + 1), g.dtype)
-    dilated[:, :, :: stride[0], :: stride[1]] = g
-    extra = ((h + 2 * padding[0] - kh) % stride[0], (wd + 2 * padding[1] - kw) % stride[1])
-    padded = pad2d(dilated, kh - 1, kh - 1 + extra[0], kw - 1, kw - 1 + extra[1])
-    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    """d(conv)/dx as ``fpsim.accumulation.conv.input_gradient`` forms it (the full
+    correlation of the stride-dilated gradient with the flipped kernel), its product
+    quantized (grad by weight)."""
 
     def product(patches: Any, kernels: Any) -> Any:  # (N, H*W, O*KH*KW), (O*KH*KW, C)
         dx = gemms.product(gemms.operand(patches.reshape(-1, patches.shape[-1]), "grad"),
                            gemms.weight(kernels.T, "flipped"), ("grad", "weight"))
         return gemms.output(dx).reshape(patches.shape[:-1] + (kernels.shape[1],))
 
-    full, _ = correlate(padded, flipped, (1, 1), (0, 0), partial(product))
-    return full[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd]
+    gx: np.ndarray = input_gradient(g, w, x_shape, stride, padding, product)
+    return gx
 
 
 def _host(data: Any) -> None:

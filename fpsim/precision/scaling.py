@@ -507,33 +507,38 @@ def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[
                 total = _chunked(a.values, b.values, policy, recipe.promote or max(k, 1))
             alpha = float(F32(F32(a.scales[0, 0]) * F32(b.scales[0, 0])))
             return _binary32(total * alpha)  # exact product of two binary32 values
-        if model is not None:  # the chunks below are the promotion
-            model = model.with_promotion(None)
         chunk = min(a.block, b.block, max(k, 1))
         if recipe.promote is not None and recipe.promote < chunk:
             if chunk % recipe.promote:
                 raise ValueError(f"promote={recipe.promote} does not divide the scale blocks "
                                  f"of {chunk} elements")
             chunk = recipe.promote
+        if model is not None:  # the tensor core's chunks, promoted with their scales
+            from fpsim.accumulation.scaled import promoted_matmul
+
+            return np.asarray(promoted_matmul(
+                a.values, b.values.T, each_scale(a), each_scale(b).T,
+                model.with_promotion(chunk)), dtype=np.float64)
         from fpsim.arithmetic import fma
 
         acc = xp.zeros((a.values.shape[0], b.values.shape[0]))
         for start in range(0, k, chunk):
             stop = min(start + chunk, k)
-            if model is not None:
-                from fpsim.accumulation.blocks import block_matmul
-
-                part = np.asarray(block_matmul(a.values[:, start:stop],
-                                               b.values[:, start:stop].T, model), np.float64)
-            else:
-                part = _chunked(a.values[:, start:stop], b.values[:, start:stop], policy,
-                                stop - start)
+            part = _chunked(a.values[:, start:stop], b.values[:, start:stop], policy,
+                            stop - start)
             sa = a.scales[:, min(start // a.block, a.scales.shape[1] - 1)]
             sb = b.scales[:, min(start // b.block, b.scales.shape[1] - 1)]
             scale = _binary32(np.asarray(sa, np.float64)[:, None]
                               * np.asarray(sb, np.float64)[None, :])
             acc = np.asarray(fma(part, scale, acc, "fp32"), dtype=np.float64)
         return acc
+
+
+def each_scale(op: Operand) -> Any:
+    """Each element's decode scale, in the operand's (rows, K) shape."""
+    rows, k = op.values.shape
+    each = np.repeat(op.scales, op.block, axis=1)[:, :k]
+    return np.broadcast_to(each, (rows, k))
 
 
 def _binary32(x: Any) -> Any:
