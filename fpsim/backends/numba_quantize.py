@@ -29,7 +29,6 @@ from numba import prange
 
 from fpsim.backends import get_backend, numba_backend
 from fpsim.backends._instantiate import clone, instantiate, source_digest
-from fpsim.kernels import blockscale
 from fpsim.kernels.carrier import BINARY32, spec_for
 from fpsim.quantize.mx import MXParameters
 from fpsim.quantize.nvfp4 import nvfp4_parameters
@@ -41,13 +40,13 @@ __all__ = ["kernel_name", "quantize_mx", "quantize_nvfp4"]
 SPECIALISE_FROM = 1 << 20
 
 # Bound per instance (``_loop``): the block size, the parameters' fields (None: an
-# argument), whether the random stream is drawn (None: an argument), the rounding and
-# its carrier.
+# argument), whether the random stream is drawn (None: an argument), the rounding, its
+# carrier's type (LOAD) and NVFP4's value on it (carrier).
 BLOCK = 32
-STOCHASTIC = RULE = EMAX = T = INV_MAX = LOW = HIGH = FP32 = SPEC = CODE = SCALE_CODE = None
-MULTIPLIER = GLOBAL_DECODE = E4M3 = None
 LOAD = float
-NAN = math.nan
+STOCHASTIC = RULE = EMAX = T = INV_MAX = LOW = HIGH = FP32 = SPEC = CODE = SCALE_CODE = None
+MAG = 0x7FFFFFFFFFFFFFFF
+TINY = 5e-324  # binary64's smallest subnormal, or binary32's (TINY32) on its carrier
 TINY32 = np.float32(2.0**-149)
 
 
@@ -55,16 +54,9 @@ def _bound_per_instance(*args: Any) -> Any:
     raise NotImplementedError("a kernel bound per instance by numba_quantize")
 
 
-select = random53 = round_value = carrier = encode = _bound_per_instance
-mx_exponent = mx_scaled = pow2_or_nan = nvfp4_block_scales = nvfp4_scaled = _bound_per_instance
-
-
-def to_binary32(y):
-    """The binary64 ``y`` on the binary32 carrier: itself where binary32 holds it; else (a
-    magnitude below binary32's normals) the smallest binary32 subnormal of its sign, which
-    rounds to any element format as ``y`` does, in every mode (``mx_scaled``'s argument)."""
-    w = np.float32(y)
-    return select(np.float64(w) == y, w, select(y < 0.0, -TINY32, TINY32))
+select = random53 = round_value = carrier = encode = f64_bits = bits_f64 = _bound_per_instance
+mx_exponent = mx_factors = mx_scaled = pow2_or_nan = _bound_per_instance
+nvfp4_block_scales = nvfp4_scaled = _bound_per_instance
 
 
 def same(y):
@@ -75,25 +67,29 @@ def widen(y):
     return float(y)
 
 
-def index(r, j, length, groups):
-    """The C-order index in ``x`` of element ``j`` of row ``r``."""
+def index(q, j, count, length, groups):
+    """The C-order index in ``x`` of element ``j`` of block ``q`` (``count`` blocks to a
+    row of ``length``)."""
+    r = q // count
     p = r // groups
-    return (p * length + j) * groups + (r - p * groups)
+    return (p * length + (q - r * count) * BLOCK + j) * groups + (r - p * groups)
 
 
-def block_amax(x, length, r, b):
-    """The largest magnitude of block ``b`` of row ``r`` (NaN if it holds a NaN)."""
-    m = 0.0
-    bad = False
-    for j in range(b * BLOCK, min(b * BLOCK + BLOCK, length)):
-        v = abs(float(x[r, j]))
-        bad = bad | (v != v)
-        m = max(m, v)
-    return select(bad, NAN, m)
+def block_amax(x, q):
+    """The largest magnitude of block ``q`` (NaN if it holds a NaN): the largest encoding
+    of a magnitude, an integer maximum (it vectorises, and NaN's encodings are the
+    largest)."""
+    m = 0
+    for j in range(BLOCK):
+        m = max(m, f64_bits(float(x[q, j])) & MAG)
+    return bits_f64(m)
 
 
-def mx_loop(x, groups, bits, flags, scale_bits, amaxes, key, stochastic_in, rule_in, emax_in,
-            t_in, inv_max_in, low_in, high_in, fp32_in, spec_in, code_in, scale_code_in):
+# The loops take the blocks as the rows of a (blocks, BLOCK) array: an inner loop of a
+# constant length vectorises (one over a block's range of a longer row does not).
+def mx_loop(x, count, length, groups, bits, flags, scale_bits, amaxes, key, stochastic_in,
+            rule_in, emax_in, t_in, inv_max_in, low_in, high_in, fp32_in, spec_in, code_in,
+            scale_code_in):
     # The parameters (MXParameters' fields): the arguments, or the constants of a loop
     # specialised to them (a parallel loop takes no nested tuple).
     stochastic = stochastic_in if STOCHASTIC is None else STOCHASTIC
@@ -107,93 +103,84 @@ def mx_loop(x, groups, bits, flags, scale_bits, amaxes, key, stochastic_in, rule
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
     scale_code = scale_code_in if SCALE_CODE is None else SCALE_CODE
-    rows, length = x.shape
-    count = amaxes.shape[1]
-    for job in prange(rows * count):
-        r = job // count
-        b = job - r * count
-        amax = block_amax(x, length, r, b)
-        amaxes[r, b] = amax
+    for q in prange(x.shape[0]):
+        amax = block_amax(x, q)
+        amaxes[q] = amax
         s, nan = mx_exponent(amax, rule, emax, t, inv_max, low, high, fp32)
-        scale_bits[r, b] = encode(pow2_or_nan(s, nan), scale_code)
-        for j in range(b * BLOCK, min(b * BLOCK + BLOCK, length)):
-            y = mx_scaled(float(x[r, j]), s, nan)
-            rnd = random53(key, index(r, j, length, groups)) if stochastic else 0
+        scale_bits[q] = encode(pow2_or_nan(s, nan), scale_code)
+        down, up = mx_factors(s)
+        down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two within binary32's range
+        for j in range(BLOCK):
+            y = mx_scaled(LOAD(x[q, j]), down_c, up_c, nan, TINY)
+            rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
-            bits[r, j] = encode(float(v), code)
-            flags[r, j] = f
+            bits[q, j] = encode(float(v), code)
+            flags[q, j] = f
 
 
 def amax_loop(x, amaxes):
-    rows, length = x.shape
-    count = amaxes.shape[1]
-    for job in prange(rows * count):
-        r = job // count
-        b = job - r * count
-        amaxes[r, b] = block_amax(x, length, r, b)
+    for q in prange(x.shape[0]):
+        amaxes[q] = block_amax(x, q)
 
 
-def nvfp4_loop(x, groups, bits, flags, scale_bits, amaxes, key, stochastic_in, multiplier_in,
-               global_decode_in, fp32_in, e4m3_in, spec_in, code_in, scale_code_in):
-    # NVFP4Parameters' fields, as mx_loop's.
+def nvfp4_scales_loop(amaxes, scale_bits, encodes, multiplier, global_decode, fp32, e4m3,
+                      scale_code):
+    # One flat loop over the blocks: it vectorises across them (four binary32 roundings
+    # per block cost more than the block's elements inside the element loop).
+    for q in prange(amaxes.size):
+        scale, enc = nvfp4_block_scales(amaxes[q], multiplier, global_decode, fp32, e4m3)
+        scale_bits[q] = encode(scale, scale_code)
+        encodes[q] = enc
+
+
+def nvfp4_loop(x, count, length, groups, bits, flags, encodes, key, stochastic_in, spec_in,
+               code_in):
+    # The elements' parameters, as mx_loop's.
     stochastic = stochastic_in if STOCHASTIC is None else STOCHASTIC
-    multiplier = multiplier_in if MULTIPLIER is None else MULTIPLIER
-    global_decode = global_decode_in if GLOBAL_DECODE is None else GLOBAL_DECODE
-    fp32 = fp32_in if FP32 is None else FP32
-    e4m3 = e4m3_in if E4M3 is None else E4M3
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
-    scale_code = scale_code_in if SCALE_CODE is None else SCALE_CODE
-    rows, length = x.shape
-    count = amaxes.shape[1]
-    for job in prange(rows * count):
-        r = job // count
-        b = job - r * count
-        scale, enc = nvfp4_block_scales(amaxes[r, b], multiplier, global_decode, fp32, e4m3)
-        scale_bits[r, b] = encode(scale, scale_code)
-        enc32 = np.float32(enc)
-        for j in range(b * BLOCK, min(b * BLOCK + BLOCK, length)):
-            y = nvfp4_scaled(np.float32(x[r, j]), enc32)
-            rnd = random53(key, index(r, j, length, groups)) if stochastic else 0
+    for q in prange(x.shape[0]):
+        enc32 = np.float32(encodes[q])
+        for j in range(BLOCK):
+            y = nvfp4_scaled(np.float32(x[q, j]), enc32)
+            rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
-            bits[r, j] = encode(float(v), code)
-            flags[r, j] = f
+            bits[q, j] = encode(float(v), code)
+            flags[q, j] = f
 
 
 _LOOPS: dict[tuple, Any] = {}
-_BLOCK_KERNELS: dict[tuple, Any] = {}
 _CALLED: dict[str, dict] = {}
 _DIGEST = source_digest(sys.modules[__name__])
 
 
-def _loop(template: Any, binary32: bool, **binding: Any) -> Any:
+def _loop(template: Any, binary32: bool, inline: bool, **binding: Any) -> Any:
     """``template`` compiled with the Numba backend's kernels and ``binding`` (its globals),
-    rounding on the binary32 encoding if ``binary32``."""
-    key = (template.__name__, binary32, *sorted(binding.items()))
+    rounding on the binary32 encoding if ``binary32``; the kernels inlined if ``inline``."""
+    key = (template.__name__, binary32, inline, *sorted(binding.items()))
     loop = _LOOPS.get(key)
     if loop is None:
         engine = get_backend()
-        # A specialised loop inlines the kernels (its constants fold through them); the
-        # generic one calls them, compiled once each, which LLVM may inline (Numba's own
-        # inlining multiplies the compile time of a loop that calls this many).
-        kernels = engine.kernels if len(binding) > 1 else _called(engine)  # type: ignore[attr-defined]
+        # The loops for long arrays inline the kernels (a specialised loop's constants fold
+        # through them, the scale rule's included); those for short ones call them,
+        # compiled once each, which LLVM may inline (Numba's own inlining multiplies the
+        # compile time of a loop that calls this many).
+        kernels = engine.kernels if inline else _called(engine)  # type: ignore[attr-defined]
         jit = numba.njit(cache=True, inline="always")
         namespace = dict(globals(), **{name: kernels[name] for name in (
-            "select", "random53", "encode", "mx_scaled", "pow2_or_nan", "nvfp4_scaled")})
-        # Once per block: called, not inlined (each inlines roundings; compiled once).
-        for name in ("mx_exponent", "nvfp4_block_scales"):
-            namespace[name] = _per_block(name, _called(engine), engine.digest)  # type: ignore[attr-defined]
-        for helper in (to_binary32, same, widen, index, block_amax):
+            "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
+            "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
+        for helper in (same, widen, index, block_amax):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
-        # The value each element rounds, on the rounding's carrier: MX's is binary64,
-        # NVFP4's binary32.
+        # The value each element rounds, on the rounding's carrier: MX scales its elements
+        # in the carrier's type, NVFP4's are binary32 products.
         if binary32:
-            namespace["round_value"] = engine.binary32()["round_value"]  # type: ignore[attr-defined]
-            namespace["carrier"] = namespace["to_binary32" if template is mx_loop else "same"]
+            namespace.update(round_value=engine.binary32()["round_value"],  # type: ignore[attr-defined]
+                             LOAD=np.float32, TINY=TINY32, carrier=namespace["same"])
         else:
-            namespace["round_value"] = kernels["round_value"]
-            namespace["carrier"] = namespace["same" if template is mx_loop else "widen"]
+            namespace.update(round_value=kernels["round_value"], LOAD=float,
+                             carrier=namespace["same" if template is mx_loop else "widen"])
         namespace.update(binding)
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
         func = clone(template, namespace,
@@ -210,16 +197,6 @@ def _called(engine: Any) -> dict:
     return _CALLED[engine.digest]
 
 
-def _per_block(name: str, kernels: dict, digest: str) -> Any:
-    """The kernel ``name`` of ``fpsim.kernels.blockscale`` compiled on its own, calling the
-    backend's ``kernels``."""
-    key = (name, digest)
-    if key not in _BLOCK_KERNELS:
-        func = getattr(blockscale, name)
-        _BLOCK_KERNELS[key] = numba.njit(cache=True)(clone(func, kernels, f"{name}_{digest}"))
-    return _BLOCK_KERNELS[key]
-
-
 def _rows(arr: np.ndarray, ax: int) -> tuple[np.ndarray, int]:
     """``arr`` as a C-contiguous (rows, length) array with ``ax`` last, and the number of
     elements that followed ``ax`` (``groups``)."""
@@ -232,19 +209,44 @@ def _rows(arr: np.ndarray, ax: int) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(moved).reshape(before * groups, length), groups
 
 
-def _back(rows: np.ndarray, shape: tuple[int, ...], ax: int, groups: int) -> np.ndarray:
-    """A (rows, n) result of ``_rows``'s layout in the input's layout, ``ax`` cut to n."""
+def _blocks(x: np.ndarray, block: int) -> np.ndarray:
+    """The (rows, length) ``x`` as a (blocks, block) array, the last block of each row
+    padded with zeros (which change no amax) where ``length`` is not a multiple."""
+    rows, length = x.shape
+    count = -(-length // block)
+    if length % block:
+        padded = np.zeros((rows, count * block), x.dtype)
+        padded[:, :length] = x
+        x = padded
+    return x.reshape(rows * count, block)
+
+
+def _back(out: np.ndarray, width: int, n: int, shape: tuple[int, ...], ax: int,
+          groups: int) -> np.ndarray:
+    """A result of ``_rows``' and ``_blocks``' layout (``width`` to a row) in the input's
+    layout, ``ax`` cut to ``n``: its elements, or its blocks (the scales)."""
     before = math.prod(shape[:ax])
-    out = rows.reshape(before, groups, rows.shape[1])
+    flat = out.reshape(before * groups, width)
+    moved = flat[:, :n].reshape(before, groups, n)
     if groups > 1:
-        out = np.ascontiguousarray(out.transpose(0, 2, 1))
-    return out.reshape((*shape[:ax], rows.shape[1], *shape[ax + 1:]))
+        moved = moved.transpose(0, 2, 1)
+    return np.ascontiguousarray(moved).reshape((*shape[:ax], n, *shape[ax + 1:]))
 
 
-def _run(template: Any, x: np.ndarray, groups: int, block: int, params: Any,
+def _elements_back(bits: np.ndarray, flags: np.ndarray, scale_bits: np.ndarray,
+                   shape: tuple[int, ...], ax: int, groups: int,
+                   block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bits, flags and scale bits in the input's layout."""
+    count = -(-shape[ax] // block)
+    return (_back(bits, count * block, shape[ax], shape, ax, groups),
+            _back(flags, count * block, shape[ax], shape, ax, groups),
+            _back(scale_bits, count, count, shape, ax, groups))
+
+
+def _run(template: Any, x: np.ndarray, length: int, groups: int, params: Any,
          key: int | None, outputs: tuple[np.ndarray, ...]) -> None:
-    """Run ``template`` on ``x`` (rows, length): specialised and on the binary32 carrier
-    for long float32 input, else the generic loop on float64."""
+    """Run ``template`` (``mx_loop``, ``nvfp4_loop``) on the blocks ``x``: specialised and
+    on the binary32 carrier for long float32 input, else the generic loop on float64."""
     stochastic = key is not None
     specialise = x.size >= SPECIALISE_FROM
     binary32 = specialise and x.dtype == np.float32
@@ -252,14 +254,24 @@ def _run(template: Any, x: np.ndarray, groups: int, block: int, params: Any,
         params = params._replace(spec=spec_for(params.spec, BINARY32))
     if not specialise:
         x = np.asarray(x, np.float64)
-    binding = dict(BLOCK=block)
+    fields = params._asdict()
+    if template is nvfp4_loop:
+        fields = {"spec": params.spec, "code": params.code}
+    binding = dict(BLOCK=x.shape[1])
     if specialise:
         binding.update(STOCHASTIC=stochastic,
-                       **{name.upper(): value for name, value in params._asdict().items()})
-    loop = _loop(template, binary32, **binding)
+                       **{name.upper(): value for name, value in fields.items()})
+    loop = _loop(template, binary32, specialise, **binding)
+    count = -(-length // x.shape[1])
+    loop(_frozen(x), count, length, groups, *outputs, np.uint64(key or 0), stochastic,
+         *fields.values())
+
+
+def _frozen(x: np.ndarray) -> np.ndarray:
+    """A read-only view (one compiled signature for every input)."""
     view = x.view()
     view.setflags(write=False)
-    loop(view, groups, *outputs, np.uint64(key or 0), stochastic, *params)
+    return view
 
 
 def kernel_name(x: np.ndarray) -> str:
@@ -267,24 +279,23 @@ def kernel_name(x: np.ndarray) -> str:
     return "binary32" if x.size >= SPECIALISE_FROM and x.dtype == np.float32 else "binary64"
 
 
-def _outputs(x: np.ndarray, block: int) -> tuple[np.ndarray, ...]:
-    rows, length = x.shape
-    count = -(-length // block)
+def _outputs(x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Bits and flags per element, scale bits and amax per block."""
     return (np.empty(x.shape, np.uint8), np.empty(x.shape, np.uint8),
-            np.empty((rows, count), np.uint8), np.empty((rows, count), np.float64))
+            np.empty(x.shape[0], np.uint8), np.empty(x.shape[0], np.float64))
 
 
 def quantize_mx(arr: np.ndarray, ax: int, params: MXParameters, key: int | None,
                 block: int = 32) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """MX quantization of ``arr`` (float32 or float64) along ``ax``: the elements'
     encodings and flags, the scales' encodings, and the input's amax."""
-    x, groups = _rows(arr, ax)
-    bits, flags, scale_bits, amaxes = _outputs(x, block)
+    rows, groups = _rows(arr, ax)
+    x = _blocks(rows, block)
+    bits, flags, scale_bits, amaxes = _outputs(x)
     if x.size:
-        _run(mx_loop, x, groups, block, params, key, (bits, flags, scale_bits, amaxes))
+        _run(mx_loop, x, arr.shape[ax], groups, params, key, (bits, flags, scale_bits, amaxes))
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
-    return (_back(bits, arr.shape, ax, groups), _back(flags, arr.shape, ax, groups),
-            _back(scale_bits, arr.shape, ax, groups), amax)
+    return (*_elements_back(bits, flags, scale_bits, arr.shape, ax, groups, block), amax)
 
 
 def quantize_nvfp4(arr: np.ndarray, ax: int, scheme: Scheme, spec: Any, key: int | None,
@@ -292,14 +303,21 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, scheme: Scheme, spec: Any, key: int
     """NVFP4 quantization of ``arr`` (float32 or float64) along ``ax``: the elements'
     encodings and flags, the block scales' encodings, the input's amax and the tensor's
     ``NVFP4Parameters``."""
-    x, groups = _rows(arr, ax)
-    bits, flags, scale_bits, amaxes = _outputs(x, block)
+    rows, groups = _rows(arr, ax)
+    x = _blocks(rows, block)
+    bits, flags, scale_bits, amaxes = _outputs(x)
     if x.size:
-        view = x if x.size >= SPECIALISE_FROM else np.asarray(x, np.float64)
-        _loop(amax_loop, False, BLOCK=block)(view, amaxes)
+        long = x.size >= SPECIALISE_FROM
+        view = x if long else np.asarray(x, np.float64)
+        _loop(amax_loop, False, long, BLOCK=block)(_frozen(view), amaxes)
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
     params = nvfp4_parameters(scheme, amax, spec)
     if x.size:
-        _run(nvfp4_loop, x, groups, block, params, key, (bits, flags, scale_bits, amaxes))
-    return (_back(bits, arr.shape, ax, groups), _back(flags, arr.shape, ax, groups),
-            _back(scale_bits, arr.shape, ax, groups), amax, params)
+        encodes = np.empty(amaxes.size)
+        p = params
+        _loop(nvfp4_scales_loop, False, long, BLOCK=block)(
+            amaxes, scale_bits, encodes, p.multiplier, p.global_decode, p.fp32, p.e4m3,
+            p.scale_code)
+        _run(nvfp4_loop, x, arr.shape[ax], groups, params, key, (bits, flags, encodes))
+    return (*_elements_back(bits, flags, scale_bits, arr.shape, ax, groups, block), amax,
+            params)

@@ -113,15 +113,23 @@ def mx_exponent(amax, rule, emax, t, inv_max, low, high, fp32):
     return select(positive & (nan == 0), minimum(maximum(s, low), high), low), nan
 
 
-def mx_scaled(x, s, nan):
-    """``x / 2**s``, exactly: the value an MX element rounds (+0 in a block whose scale is
-    NaN). A quotient that falls into binary64's subnormals and loses bits (only beside a
-    scale clamped at its top) is the smallest subnormal of its sign instead: far below
-    half of any element format's smallest subnormal, it rounds as the exact value does in
-    every mode, stochastic included."""
-    scaled = x * bits_f64(pow2_bits(0 - s))
-    lost = scaled * bits_f64(pow2_bits(s)) != x
-    return select(nan, 0.0, select(lost, select(sign_bit(x), -TINY, TINY), scaled))
+def mx_factors(s):
+    """``2**-s`` and ``2**s``: what an MX block's elements are multiplied by, and what
+    checks that nothing was lost (``mx_scaled``)."""
+    return bits_f64(pow2_bits(0 - s)), bits_f64(pow2_bits(s))
+
+
+def mx_scaled(x, down, up, nan, tiny):
+    """``x / 2**s`` (``down = 2**-s``, ``up = 2**s``: ``mx_factors``), exactly: the value an
+    MX element rounds (+0 in a block whose scale is NaN), in the type of ``x``, ``down``,
+    ``up`` and ``tiny`` (binary64, or binary32 for binary32 input). A quotient that
+    falls into that type's subnormals and loses bits (binary64: only beside a scale clamped
+    at its top; binary32: one far below the block's amax) is ``tiny``, the type's smallest
+    subnormal, of its sign instead: far below half of any element format's smallest
+    subnormal, it rounds as the exact value does in every mode, stochastic included."""
+    scaled = x * down
+    lost = scaled * up != x
+    return select(nan, tiny * 0, select(lost, select(x < 0, 0 - tiny, tiny), scaled))
 
 
 def pow2_or_nan(s, nan):

@@ -54,5 +54,7 @@ def scale_mx(blocks: Blocks, params: MXParameters) -> tuple[Floats, Floats]:
     with np.errstate(all="ignore"):
         s, nan = kernels["mx_exponent"](blocks.amax(), p.rule, p.emax, p.t, p.inv_max, p.low,
                                         p.high, p.fp32)
-        scaled = kernels["mx_scaled"](blocks.values, blocks.each(s), blocks.each(nan))
+        down, up = kernels["mx_factors"](s)
+        scaled = kernels["mx_scaled"](blocks.values, blocks.each(down), blocks.each(up),
+                                      blocks.each(nan), kernels["TINY"])
         return scaled, kernels["pow2_or_nan"](s, nan)
