@@ -123,12 +123,11 @@ def amax_loop(x, amaxes):
         amaxes[q] = block_amax(x, q)
 
 
-def nvfp4_scales_loop(amaxes, scale_bits, encodes, multiplier, global_decode, fp32, e4m3,
+def nvfp4_scales_loop(amaxes, scale_bits, encodes, multiplier, global_decode, e4m3,
                       scale_code):
-    # One flat loop over the blocks: it vectorises across them (four binary32 roundings
-    # per block cost more than the block's elements inside the element loop).
+    # One flat loop over the blocks: it vectorises across them.
     for q in prange(amaxes.size):
-        scale, enc = nvfp4_block_scales(amaxes[q], multiplier, global_decode, fp32, e4m3)
+        scale, enc = nvfp4_block_scales(amaxes[q], multiplier, global_decode, e4m3)
         scale_bits[q] = encode(scale, scale_code)
         encodes[q] = enc
 
@@ -140,7 +139,7 @@ def nvfp4_loop(x, count, length, groups, bits, flags, encodes, key, stochastic_i
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
     for q in prange(x.shape[0]):
-        enc32 = np.float32(encodes[q])
+        enc32 = encodes[q]
         for j in range(BLOCK):
             y = nvfp4_scaled(np.float32(x[q, j]), enc32)
             rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
@@ -313,11 +312,10 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, scheme: Scheme, spec: Any, key: int
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
     params = nvfp4_parameters(scheme, amax, spec)
     if x.size:
-        encodes = np.empty(amaxes.size)
+        encodes = np.empty(amaxes.size, np.float32)
         p = params
         _loop(nvfp4_scales_loop, False, long, BLOCK=block)(
-            amaxes, scale_bits, encodes, p.multiplier, p.global_decode, p.fp32, p.e4m3,
-            p.scale_code)
+            amaxes, scale_bits, encodes, p.multiplier, p.global_decode, p.e4m3, p.scale_code)
         _run(nvfp4_loop, x, arr.shape[ax], groups, params, key, (bits, flags, encodes))
     return (*_elements_back(bits, flags, scale_bits, arr.shape, ax, groups, block), amax,
             params)

@@ -3,10 +3,11 @@ the value each element rounds, and a format value's encoding.
 
 Branch-free scalar code over the primitives, as the rest of ``fpsim.kernels``: the NumPy
 backend runs it on whole arrays (``fpsim.quantize``), the Numba quantization loops per
-block and element (``fpsim.backends.numba_quantize``). Binary32 steps are binary64
-operations whose result is exact, rounded once to binary32 by the one rounding primitive
-(``round_value`` with a binary32 spec); ``nvfp4_scaled`` alone computes in the binary32
-type its operands arrive in.
+block and element (``fpsim.backends.numba_quantize``). The MX rule's binary32 steps are
+binary64 operations whose result is exact, rounded once to binary32 by the one rounding
+primitive (``round_value`` with a binary32 spec); NVFP4's, done per block and element,
+compute in the binary32 type their operands arrive in (NumPy's float32 arrays, Numba's
+float32), whose every operation is IEEE binary32's.
 """
 
 from typing import NamedTuple
@@ -38,8 +39,10 @@ TRANSFORMER_ENGINE = 3
 NO_SCALE = -(1 << 40)  # below every scale format's range: clamped to its smallest scale
 ONE_BITS = 0x3FF0000000000000  # the encoding of 1.0
 TINY = 5e-324  # 2**-1074, binary64's smallest subnormal
-E4M3_MAX = 448.0
 ZERO32 = np.float32(0.0)
+ONE32 = np.float32(1.0)
+E4M3_MAX32 = np.float32(448.0)
+FLT_MAX32 = np.finfo(np.float32).max
 
 
 class Encoding(NamedTuple):
@@ -137,25 +140,24 @@ def pow2_or_nan(s, nan):
     return select(nan, NAN, bits_f64(pow2_bits(s)))
 
 
-def nvfp4_block_scales(amax, multiplier, global_decode, fp32, e4m3):
+def nvfp4_block_scales(amax, multiplier, global_decode, e4m3):
     """An NVFP4 block's scales from its amax (>= 0, or NaN), as TransformerEngine computes
-    them in binary32 from the block read as binary32: ``(decode, encode)``.
+    them in binary32: ``(decode, encode)``, ``encode`` binary32-typed.
 
-    ``decode = e4m3(min(binary32(binary32(amax) * multiplier), 448))`` is the block's UE4M3
-    scale (rounding is monotonic: the binary32 block's amax is ``amax`` rounded);
-    ``encode = min(binary32(1 / binary32(decode * global_decode)), FLT_MAX)`` (FLT_MAX for a
-    zero ``decode``) multiplies the elements. ``fp32`` and ``e4m3`` are the specs of
-    binary32 and UE4M3 in nearest-even. The quotient is binary64's, rounded to binary32: for
-    binary32 operands that double rounding is innocuous (53 >= 2 * 24 + 2 bits).
+    ``decode = e4m3(min(binary32(amax) * multiplier, 448))`` is the block's UE4M3 scale
+    (the binary32 block's amax is ``amax`` rounded: rounding is monotonic), ``encode =
+    min(1 / (decode * global_decode), FLT_MAX)`` (FLT_MAX for a zero ``decode``) multiplies
+    the elements; ``multiplier`` and ``global_decode`` are binary32-typed, each operation
+    is binary32's (``np.float32``/``np.float64`` convert exactly or round to nearest, on
+    every backend), ``e4m3`` is the spec of UE4M3 in nearest-even.
     """
-    amax32, _ = round_value(amax, 0, fp32, False)
-    product, _ = round_value(amax32 * multiplier, 0, fp32, False)
-    scale, _ = round_value(select(product > E4M3_MAX, E4M3_MAX, product), 0, e4m3, False)
-    denominator, _ = round_value(scale * global_decode, 0, fp32, False)
-    zero = denominator == 0.0
-    quotient, _ = round_value(1.0 / select(zero, 1.0, denominator), 0, fp32, False)
-    encode = select(zero | (quotient > fp32.maxv), fp32.maxv, quotient)
-    return scale, encode
+    product = np.float32(amax) * multiplier
+    product = select(product > E4M3_MAX32, E4M3_MAX32, product)
+    scale, _ = round_value(np.float64(product), 0, e4m3, False)
+    denominator = np.float32(scale) * global_decode
+    zero = denominator == 0
+    quotient = ONE32 / select(zero, ONE32, denominator)
+    return scale, select(zero | (quotient > FLT_MAX32), FLT_MAX32, quotient)
 
 
 def nvfp4_scaled(x, encode):

@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from fpsim.formats import PRESETS
 from fpsim.kernels.blockscale import Encoding
 from fpsim.kernels.spec import Spec, make_spec
 from fpsim.quantize.blocks import Blocks
@@ -34,9 +33,8 @@ _F32_MAX = np.finfo(np.float32).max
 class NVFP4Parameters(NamedTuple):
     """What the NVFP4 kernels read: the tensor's scales and the elements' rounding."""
 
-    multiplier: float  # binary32(global_encode * binary32(1 / 6))
-    global_decode: float  # the tensor's decode scale (binary32)
-    fp32: Spec  # binary32, nearest even
+    multiplier: np.float32  # binary32(global_encode * binary32(1 / 6))
+    global_decode: np.float32  # the tensor's decode scale
     e4m3: Spec  # UE4M3, nearest even (the block scales)
     spec: Spec  # the elements' rounding
     code: Encoding  # the elements' encoding
@@ -52,8 +50,7 @@ def nvfp4_parameters(scheme: Scheme, amax: float, spec: Spec) -> NVFP4Parameters
         global_decode = F32(1.0) / global_encode
         multiplier = global_encode * (F32(1.0) / F32(6.0))
     return NVFP4Parameters(
-        float(multiplier), float(global_decode),
-        make_spec(PRESETS["fp32"], "nearest_even", True, False, None),
+        F32(multiplier), F32(global_decode),
         make_spec(scheme.scale_format, "nearest_even", True, False, None), spec,
         Encoding.of(scheme.element), Encoding.of(scheme.scale_format))
 
@@ -65,7 +62,7 @@ def scale_nvfp4(blocks: Blocks, params: NVFP4Parameters) -> tuple[Floats, Floats
     p = params
     with np.errstate(all="ignore"):
         scales, encode = kernels["nvfp4_block_scales"](blocks.amax(), p.multiplier,
-                                                       p.global_decode, p.fp32, p.e4m3)
+                                                       p.global_decode, p.e4m3)
         scaled = kernels["nvfp4_scaled"](blocks.values.astype(F32),
                                          blocks.each(encode).astype(F32))
     return np.asarray(scaled, np.float64), scales

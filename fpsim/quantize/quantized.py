@@ -266,7 +266,7 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         else:
             bits, flags, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
                 arr, ax, sch, spec, key)
-            tensor_scale = nv.global_decode
+            tensor_scale = float(nv.global_decode)
         return Quantized(scheme=sch, axis=ax, bits=bits,
                          scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
                          scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
@@ -290,7 +290,7 @@ def _quantize_arrays(arr: Floats, sch: Scheme, ax: int, rule: str, rounding: str
     if sch.kind == "nvfp4":
         params = nvfp4_parameters(sch, amax, spec)
         scaled, per_block = scale_nvfp4(blocks, params)
-        tensor_scale = params.global_decode
+        tensor_scale = float(params.global_decode)
     elif sch.kind == "blockwise":
         scaled, per_block = scale_blockwise(blocks)
     elif sch.kind == "current":
