@@ -37,13 +37,13 @@ def source_digest(*modules) -> str:
 
 
 def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = "",
-                encoding: Carrier = BINARY64) -> dict:
+                encoding: Carrier = BINARY64, entry: str = carrier.BINARY32_ENTRY) -> dict:
     """One namespace holding every kernel function, calling ``primitives``.
 
     ``wrap`` is applied to each function (``numba.njit`` for the Numba backend);
     ``suffix`` is appended to qualified names (a compiled cache is keyed by them).
-    With another ``encoding`` than binary64 the namespace holds the rounding
-    (``carrier.BINARY32_ENTRY`` and what it calls), with that encoding's constants
+    With another ``encoding`` than binary64 the namespace holds ``entry`` (the rounding,
+    ``carrier.BINARY32_ENTRY``, by default) and what it calls, with that encoding's constants
     and every number it uses in that encoding's lane types; ``primitives`` then
     supply that encoding's bit casts as ``f64_bits`` and ``bits_f64``, and its integer
     operations as ``LANE_OPERATIONS`` (``in_lanes``).
@@ -71,7 +71,7 @@ def instantiate(primitives: dict, wrap: Callable = lambda f: f, suffix: str = ""
             raise AssertionError(f"backend lacks the {encoding.name} operations {missing}")
         namespace.update((n, primitives[n]) for n in LANE_OPERATIONS.values())
         namespace.update(encoding.constants)
-        kept = reachable(namespace, carrier.BINARY32_ENTRY)
+        kept = reachable(namespace, entry)
         for func in kernel_funcs:  # no binary64 kernel left behind under another encoding
             if func not in kept:
                 del namespace[func.__name__]

@@ -54,13 +54,19 @@ def _bound_per_instance(*args: Any) -> Any:
     raise NotImplementedError("a kernel bound per instance by numba_quantize")
 
 
-select = random53 = round_value = carrier = encode = f64_bits = bits_f64 = _bound_per_instance
+select = random53 = round_value = carrier = encode = encode_element = _bound_per_instance
+f64_bits = bits_f64 = _bound_per_instance
 mx_exponent = mx_factors = mx_scaled = pow2_or_nan = _bound_per_instance
 nvfp4_block_scales = nvfp4_scaled = _bound_per_instance
 
 
 def same(y):
     return y
+
+
+def encode_wide(v, code):
+    """``encode`` of a result on the binary64 carrier."""
+    return encode(float(v), code)
 
 
 def widen(y):
@@ -114,7 +120,7 @@ def mx_loop(x, count, length, groups, bits, flags, scale_bits, amaxes, key, stoc
             y = mx_scaled(LOAD(x[q, j]), down_c, up_c, nan, TINY)
             rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
-            bits[q, j] = encode(float(v), code)
+            bits[q, j] = encode_element(v, code)
             flags[q, j] = f
 
 
@@ -144,12 +150,13 @@ def nvfp4_loop(x, count, length, groups, bits, flags, encodes, key, stochastic_i
             y = nvfp4_scaled(np.float32(x[q, j]), enc32)
             rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
-            bits[q, j] = encode(float(v), code)
+            bits[q, j] = encode_element(v, code)
             flags[q, j] = f
 
 
 _LOOPS: dict[tuple, Any] = {}
 _CALLED: dict[str, dict] = {}
+_ENCODE32: dict[str, Any] = {}
 _DIGEST = source_digest(sys.modules[__name__])
 
 
@@ -169,23 +176,37 @@ def _loop(template: Any, binary32: bool, inline: bool, **binding: Any) -> Any:
         namespace = dict(globals(), **{name: kernels[name] for name in (
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
-        for helper in (same, widen, index, block_amax):
+        for helper in (same, widen, encode_wide, index, block_amax):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
         # in the carrier's type, NVFP4's are binary32 products.
+        # The elements are encoded on it too.
         if binary32:
             namespace.update(round_value=engine.binary32()["round_value"],  # type: ignore[attr-defined]
-                             LOAD=np.float32, TINY=TINY32, carrier=namespace["same"])
+                             LOAD=np.float32, TINY=TINY32, carrier=namespace["same"],
+                             encode_element=_encode32(engine))
         else:
             namespace.update(round_value=kernels["round_value"], LOAD=float,
-                             carrier=namespace["same" if template is mx_loop else "widen"])
+                             carrier=namespace["same" if template is mx_loop else "widen"],
+                             encode_element=namespace["encode_wide"])
         namespace.update(binding)
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
         func = clone(template, namespace,
                      f"{template.__name__}_{tag}_{engine.digest}_{_DIGEST}")  # type: ignore[attr-defined]
         loop = _LOOPS[key] = numba.njit(parallel=True, cache=True)(func)
     return loop
+
+
+def _encode32(engine: Any) -> Any:
+    """``encode`` compiled on the binary32 encoding (its ``Encoding`` in lane types)."""
+    if engine.digest not in _ENCODE32:
+        namespace = instantiate(numba_backend.PRIMITIVES_BINARY32,
+                                numba.njit(cache=True, inline="always"),
+                                suffix=f"_binary32_{engine.digest}", encoding=BINARY32,
+                                entry="encode")
+        _ENCODE32[engine.digest] = namespace["encode"]
+    return _ENCODE32[engine.digest]
 
 
 def _called(engine: Any) -> dict:
@@ -250,7 +271,8 @@ def _run(template: Any, x: np.ndarray, length: int, groups: int, params: Any,
     specialise = x.size >= SPECIALISE_FROM
     binary32 = specialise and x.dtype == np.float32
     if binary32:
-        params = params._replace(spec=spec_for(params.spec, BINARY32))
+        params = params._replace(spec=spec_for(params.spec, BINARY32),
+                                 code=type(params.code)(*map(np.int32, params.code)))
     if not specialise:
         x = np.asarray(x, np.float64)
     fields = params._asdict()
