@@ -523,3 +523,35 @@ def test_mx_any_shape_axis_rule_and_mode_against_the_reference(data):
     got_blocks = [list(row[i:i + 32]) for row in got.tolist() for i in range(0, len(row), 32)]
     assert all(same(g, w) for g, w in zip(got_blocks, want_values, strict=True))
     assert same(np.moveaxis(q.scales, axis, -1).ravel(), want_scales)
+
+
+# --- numpydoc: every public function of fpsim.quantize has an example, and they run -----
+QUANTIZE_MODULES = ["fpsim.quantize.quantized", "fpsim.quantize.schemes",
+                    "fpsim.quantize.telemetry", "fpsim.quantize.hadamard", "fpsim.stochastic"]
+
+
+@pytest.mark.parametrize("name", QUANTIZE_MODULES)
+def test_the_docstring_examples_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name),
+                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_every_public_function_has_a_numpydoc_example():
+    import importlib
+    import inspect
+
+    lacking = []
+    for package in ("fpsim.quantize", "fpsim.stochastic"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                doc = inspect.getdoc(obj) or ""
+                sections = ("Parameters", "Returns", "Attributes")
+                if ">>>" not in doc or not any(s in doc for s in sections):
+                    lacking.append(f"{package}.{name}")
+    assert lacking == []

@@ -46,6 +46,21 @@ def hadamard_matrix(size: int = SIZE) -> npt.NDArray[np.float64]:
     """The Sylvester Hadamard matrix of order ``size`` (a power of 4): entries +-1, rows
     orthogonal; ``H[i, j] = (-1)**popcount(i & j)``.
 
+    Parameters
+    ----------
+    size : int, default 16
+        The order: a power of 4 (1, 4, 16, 64, ...).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        ``(size, size)``.
+
+    Raises
+    ------
+    ValueError
+        ``size`` is not a power of 4.
+
     Examples
     --------
     >>> hadamard_matrix(4).astype(int).tolist()
@@ -60,6 +75,22 @@ def hadamard_matrix(size: int = SIZE) -> npt.NDArray[np.float64]:
 def random_signs(seed: int, size: int = SIZE) -> npt.NDArray[np.float64]:
     """``size`` random signs (+1.0 or -1.0) from ``seed``: NumPy's PCG64 stream,
     ``numpy.random.default_rng(seed).integers(0, 2, size)``, 0 read as +1 and 1 as -1.
+
+    Parameters
+    ----------
+    seed : int
+        0..2**64-1.
+    size : int, default 16
+        How many signs: a power of 4.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+
+    Raises
+    ------
+    ValueError
+        ``seed`` out of range or not an integer; ``size`` not a power of 4.
 
     Examples
     --------
