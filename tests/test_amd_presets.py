@@ -521,6 +521,40 @@ def test_mi200_zero_signs_overflow_and_nonfinite():
     assert check_mi200([1.0] * 4, [1.0] * 4, -math.inf) == -math.inf
 
 
+# Three CDNA2 fp16 steps (c, 4 products) and MMA-Sim 2.1.1's results (MMA_FTZ_MUL_ADD(4),
+# v_mfma_f32_32x32x8f16): 1 + 2**-24 + 2**-24 gives 1; 1 + 3 * 2**-24 gives 1 + 2**-22;
+# c = 1 with 2**-24 + 2**-24 in one pair gives 1 + 2**-23.
+T = 2.0**-12
+NOT_A_BLOCK = ([[1.0, T, T, 0.0], [1.0, 1.5 * 2.0**-11, 0.0, 0.0], [T, 0.0, T, 0.0]],
+               [[1.0, T, T, 0.0], [1.0, T, 0.0, 0.0], [T, 0.0, T, 0.0]],
+               [0.0, 0.0, 1.0], [1.0, 1.0 + 2.0**-22, 1.0 + 2.0**-23])
+
+
+def test_mi200_is_not_a_block_fma():
+    """No BlockFMA gives CDNA2's three results above (docs/hardware-models.md says why):
+    one exact sum per block, cut or rounded down and rounded once, either drops both
+    2**-24 terms of the first step and then cannot round 1 + 3 * 2**-24 up to 1 + 2**-22,
+    or keeps them; blocks of 1 or 2 add c to a product before the pair's sum (third step).
+    Swept here: blocks 1 to 4, truncation to F = 1 to 26 fraction bits (from 24 on every
+    term here is kept exactly), rounding down with CDNA3-like F and sum bits, both output
+    roundings."""
+    for a, b, c, want in zip(*NOT_A_BLOCK, strict=True):
+        assert check_mi200(a, b, c) == want
+    a, b, c, want = (np.array(v, np.float64) for v in NOT_A_BLOCK)
+    a, b, c = a[:, None, :], b[:, :, None], c[:, None, None]
+    models = [BlockFMA("sweep", block=k, frac_bits=f, exp_floor=None, output_rounding=r)
+              for k in (1, 2, 3, 4) for f in range(1, 27) for r in ("toward_zero",
+                                                                     "nearest_even")]
+    models += [BlockFMA("sweep", block=k, frac_bits=f, exp_floor=-126, output_rounding=r,
+                        align="round_down", sum_bits=s2)
+               for k in (1, 2, 3, 4) for f in (13, 24, 25, 40) for s2 in (23, 24, 31)
+               for r in ("toward_zero", "nearest_even")]
+    with fpsim.backend("numpy"):  # every model is its own Numba specialisation
+        for model in models:
+            got = np.asarray(fpsim.matmul(a, b, c=c, model=model), np.float64).ravel()
+            assert not np.array_equal(got, want), model
+
+
 def test_mi200_shapes_and_refusals():
     rng = np.random.default_rng(5)
     a = np.asarray(fpsim.round(rng.normal(size=(2, 3, 8)), "fp16"), np.float64)
