@@ -341,14 +341,18 @@ def test_the_probes_as_compare_cases(monkeypatch):
             self.reasons = {i.types: f"needs compute capability {i.capability}"
                             for i in mma.INSTRUCTIONS.values()
                             if device.capability < i.capability}
+            self.reasons.update({t.key: "tcgen05.mma needs compute capability 10.x"
+                                 for t in mma.TCGEN05.values()})
 
     monkeypatch.setattr(mma, "Prober", Planted)
     device = SimpleNamespace(xp=SimpleNamespace(__name__="cupy"), name="planted",
                              capability=(8, 0), preset=fpsim.hw.H100)
     records = [evaluate(c) if isinstance(c, mma.Case) else c for c in mma.cases(device)]
-    assert [r.name for r in records] == [f"gpu {i.ptx}" for i in mma.INSTRUCTIONS.values()]
+    assert [r.name for r in records] == [f"gpu {i.label}" for i in mma.PROBES.values()]
     for r in records:
-        if "wgmma" in r.name:
+        if "tcgen05" in r.name:
+            assert r.verdict == "skipped: tcgen05.mma needs compute capability 10.x"
+        elif "wgmma" in r.name:
             assert r.verdict == "skipped: needs compute capability (9, 0)"
         elif "e4m3" in r.name or "e5m2" in r.name:
             assert r.verdict == "skipped: needs compute capability (8, 9)"

@@ -9,7 +9,10 @@ inline PTX, and unpacks D. The packing is NumPy on the host; the kernel only loa
 registers, runs the instruction and stores D. A ``wgmma`` probe (Hopper, ``sm_90a``,
 compiled by nvcc) runs a warpgroup of 128 threads: A in registers (warp w holds rows
 16w to 16w + 15 as ``mma.m16n8k*`` holds its 16), B in shared memory (K-major, no
-swizzle, read through a matrix descriptor), D = A B + D. Before its numerics are read, a probe
+swizzle, read through a matrix descriptor), D = A B + D. A ``tcgen05.mma`` probe
+(Blackwell, compute capability 10.x, compiled by nvcc for ``sm_100a`` or ``sm_103a``) runs
+a CTA of 128 threads: A and B in shared memory, C and D in tensor memory
+(``tcgen05_source``). Before its numerics are read, a probe
 checks its layout on the GPU: a case of small integers, whose exact product (computed
 with ``fractions.Fraction``) every instruction returns exactly.
 
@@ -99,6 +102,21 @@ class Instruction:
         if self.wgmma:
             return f"wgmma.mma_async.sync.aligned.{self.shape}.{self.types}"
         return f"mma.sync.aligned.{self.shape}.row.col.{self.types}"
+
+    @property
+    def key(self) -> str:
+        """Its name among the probes (records, reports): the type suffix."""
+        return self.types
+
+    @property
+    def label(self) -> str:
+        """How reports name it: the PTX instruction."""
+        return self.ptx
+
+    @property
+    def sync(self) -> bool:
+        """A warp's ``mma.sync`` (not ``wgmma``): sm_90 lowers its fp8 forms to fp16 HMMA."""
+        return not self.wgmma
 
     @property
     def warp_shape(self) -> str:
@@ -441,7 +459,8 @@ def module_source(instructions: list[Instruction]) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Blackwell's tcgen05.mma (sm_100a): emitted and compiled offline; no Blackwell has run them
+# Blackwell's tcgen05.mma (sm_100a, sm_103a): run by the Prober on compute capability 10.x
+# only; no Blackwell has run them yet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -484,6 +503,28 @@ class Tcgen05:
         return 128, 16, 256 // WIDTH[self.a]
 
     @property
+    def shape(self) -> str:
+        """The shape, as the PTX shapes are written (``"m128n16k16"``)."""
+        m, n, k = self.mnk
+        return f"m{m}n{n}k{k}"
+
+    @property
+    def key(self) -> str:
+        """Its name among the probes (records, reports): ``"tcgen05."`` and D.A.B."""
+        return "tcgen05." + self.types
+
+    @property
+    def label(self) -> str:
+        """How reports name it: the PTX instruction and its types (which the instruction
+        descriptor, not the PTX, carries)."""
+        return f"{self.ptx} .{self.types}"
+
+    @property
+    def sync(self) -> bool:
+        """Not a warp's ``mma.sync``."""
+        return False
+
+    @property
     def idesc(self) -> int:
         """The 32-bit instruction descriptor (PTX ISA, "Instruction descriptor" of
         tcgen05: D's type at bits 4-5, A's and B's at 7-9 and 10-12, both K-major (bits 15
@@ -506,6 +547,11 @@ TCGEN05: dict[str, Tcgen05] = {i.types: i for i in (
     Tcgen05("f32.e4m3.e4m3", "f8f6f4", "fp8_e4m3", "fp8_e4m3", "fp32"),
     Tcgen05("f32.e4m3.e5m2", "f8f6f4", "fp8_e4m3", "fp8_e5m2", "fp32"),
 )}
+#: A probe: a warp's ``mma.sync``, a warpgroup's ``wgmma`` or Blackwell's ``tcgen05.mma``.
+Probe = Instruction | Tcgen05
+#: Every probe by its key (``Instruction.key``, ``Tcgen05.key``), in the order they run.
+PROBES: dict[str, Probe] = {**{i.key: i for i in INSTRUCTIONS.values()},
+                            **{t.key: t for t in TCGEN05.values()}}
 
 
 def tcgen05_offset(row: np.ndarray, k: np.ndarray, size: int, k_len: int) -> np.ndarray:
@@ -537,6 +583,33 @@ def tcgen05_image(bits: np.ndarray) -> np.ndarray:
     elements[:, tcgen05_offset(r, k, size, k_len).ravel() // size] = bits.reshape(p, -1)
     words: np.ndarray = np.ascontiguousarray(elements).view("<u4")
     return words.astype(np.uint32)
+
+
+def tcgen05_arguments(data: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """A ``tcgen05.mma`` probe's kernel arguments from a probe's encodings (``inputs``):
+    A's (P, M, K) and B's (P, K, N) shared-memory images (B transposed to N by K, both
+    K-major: ``tcgen05_image``) and C's words, row t of problem p at ``(p * M + t) * N``
+    (thread t stores and loads row t).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.compare.mma import tcgen05_arguments
+    >>> data = {"a": np.zeros((2, 128, 16), np.uint16), "b": np.zeros((2, 16, 16), np.uint16),
+    ...         "c": np.zeros((2, 128, 16), np.uint32)}
+    >>> [x.shape for x in tcgen05_arguments(data)]
+    [(2048,), (256,), (4096,)]
+    """
+    b_nk = np.ascontiguousarray(np.swapaxes(data["b"], 1, 2))
+    return (tcgen05_image(data["a"]).ravel(), tcgen05_image(b_nk).ravel(),
+            np.ascontiguousarray(data["c"], dtype=np.uint32).ravel())
+
+
+def tcgen05_result(d: np.ndarray, instr: Tcgen05) -> np.ndarray:
+    """D's words from a ``tcgen05.mma`` probe (``tcgen05_arguments``' order) as (P, M, N)."""
+    m, n, _ = instr.mnk
+    out: np.ndarray = np.asarray(d, dtype=np.uint32).reshape(-1, m, n)
+    return out
 
 
 def tcgen05_source(instr: Tcgen05) -> str:
@@ -659,7 +732,7 @@ def _subnormals(rng: np.random.Generator, fmt: str, shape: tuple[int, ...]) -> n
     return sign * rng.integers(1, 1 << t, shape) * 2.0 ** (emin - t)
 
 
-def _products(rng: np.random.Generator, instr: Instruction, sa: tuple[int, ...],
+def _products(rng: np.random.Generator, instr: Probe, sa: tuple[int, ...],
               sb: tuple[int, ...], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """A and B whose products have exponents near [lo, hi] (as near as the formats'
     ranges allow, subnormals included)."""
@@ -675,13 +748,13 @@ def _products(rng: np.random.Generator, instr: Instruction, sa: tuple[int, ...],
     return out[0], out[1]
 
 
-def c_format(instr: Instruction) -> str | Format:
+def c_format(instr: Probe) -> str | Format:
     """The format C is drawn in: D's, except e8m13 for the fp8 instructions, so the
     13-bit models (MMA-Sim's Ada and Hopper fp8 rules) can take it as their c."""
     return E8M13 if instr.a.startswith("fp8") and instr.cd == "fp32" else instr.cd
 
 
-def draw(rng: np.random.Generator, cls: str, instr: Instruction,
+def draw(rng: np.random.Generator, cls: str, instr: Probe,
          problems: int = PROBLEMS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inputs of one class for ``instr``: A (P, M, K), B (P, K, N), C (P, M, N) as
     float64 values of its formats (tf32 values for tf32).
@@ -781,14 +854,14 @@ def encode(values: np.ndarray, fmt: str | Format) -> np.ndarray:
     return bits
 
 
-def inputs(instr: Instruction, seed: int = SEED,
+def inputs(instr: Probe, seed: int = SEED,
            problems: int | None = None) -> dict[str, np.ndarray]:
     """Every class's inputs for ``instr``, as encodings: ``a`` (P, M, K), ``b`` (P, K, N),
     ``c`` (P, M, N) and ``cls`` (P,), the class of each problem (``problems`` a class:
     by default as many as make ``PROBLEMS`` problems of 16 rows)."""
     if problems is None:
         problems = max(1, PROBLEMS * 16 // instr.mnk[0])
-    rng = np.random.default_rng([seed, *map(ord, instr.types)])
+    rng = np.random.default_rng([seed, *map(ord, instr.key)])
     parts = [draw(rng, cls, instr, problems) for cls in CLASSES]
     a, b, c = (np.concatenate([p[i] for p in parts]) for i in range(3))
     return {"a": encode(a, instr.a), "b": encode(b, instr.b), "c": encode(c, instr.cd),
@@ -828,9 +901,9 @@ def exact(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 # fpsim's models
 
 
-def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.BlockFMA]:
+def models(instr: Probe, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.BlockFMA]:
     """fpsim's model of ``instr`` on the GPU of ``preset`` (first, key ``"preset"``: for
-    ``wgmma`` fp8 the GPU's fp8 preset, ``fpsim.compare.gpu.gemm_model``'s), the
+    ``wgmma`` and ``tcgen05.mma`` fp8 the GPU's fp8 preset, ``fpsim.compare.gpu.gemm_model``'s), the
     alternatives of the disagreements (for fp16 output the fp32 floor, fpsim's rule before
     the H100 probe of 2026-11-25), and for fp8 MMA-Sim's Hopper ``wgmma`` and Ada ``mma``
     rules as ``BlockFMA``s."""
@@ -838,7 +911,7 @@ def models(instr: Instruction, preset: fpsim.hw.BlockFMA) -> dict[str, fpsim.hw.
 
     fp16_out = instr.cd == "fp16"
     wgmma_fp8 = gemm_model(instr.a, "fp16" if fp16_out else "fp32", preset) \
-        if instr.wgmma and instr.a.startswith("fp8") else None
+        if not instr.sync and instr.a.startswith("fp8") else None
     if wgmma_fp8 is not None:  # the GPU's fp8 preset (H100_FP8, H100_FP8_F16)
         base = wgmma_fp8.with_inputs(instr.a, instr.b)
     elif instr.a.startswith("fp8"):  # mma.sync: see hmma_pair for sm_90's lowering
@@ -880,7 +953,7 @@ ALTERNATIVE = {"exponent floor": "exp_floor=", "overflow": "overflow=saturate",
                "zero sign": "zero_sign=signed"}
 
 
-def emulate(model: fpsim.hw.BlockFMA, instr: Instruction, data: dict[str, np.ndarray]
+def emulate(model: fpsim.hw.BlockFMA, instr: Probe, data: dict[str, np.ndarray]
             ) -> np.ndarray:
     """``model``'s D for the probe's inputs, as encodings of D's format."""
     a, b = decode(data["a"], instr.a), decode(data["b"], instr.b)
@@ -895,7 +968,9 @@ def emulate(model: fpsim.hw.BlockFMA, instr: Instruction, data: dict[str, np.nda
 
 class Prober:
     """The probes' kernels on a GPU, compiled once: the ``mma`` ones by CuPy (NVRTC), the
-    ``wgmma`` ones by nvcc for ``sm_90a`` (NVRTC's target is the plain ``sm_90``).
+    ``wgmma`` ones by nvcc for ``sm_90a`` (NVRTC's target is the plain ``sm_90``) and the
+    ``tcgen05.mma`` ones by nvcc for the Blackwell's own ``sm_100a`` or ``sm_103a``
+    (compute capability 10.x only). ``reasons`` says why each probe left out is.
 
     Parameters
     ----------
@@ -904,41 +979,64 @@ class Prober:
     """
 
     def __init__(self, device: Any) -> None:
+        self.device = device
+        self.reasons: dict[str, str] = {}
+        xp = device.xp
+        cc = tuple(device.capability)
+        for i in INSTRUCTIONS.values():
+            if i.wgmma and cc != (9, 0):
+                self.reasons[i.key] = "wgmma needs sm_90a (compute capability 9.0)"
+            elif cc < i.capability:
+                self.reasons[i.key] = f"needs compute capability {i.capability}"
+        for t in TCGEN05.values():
+            if cc[0] != 10:
+                self.reasons[t.key] = ("tcgen05.mma needs a Blackwell data-center GPU "
+                                       "(compute capability 10.x: sm_100a, sm_103a)")
+        mma = [i for i in INSTRUCTIONS.values() if not i.wgmma and i.key not in self.reasons]
+        self.module = xp.RawModule(code=module_source(mma), options=("--std=c++17",))
+        wg = [i for i in INSTRUCTIONS.values() if i.wgmma and i.key not in self.reasons]
+        self.wg_module = self._nvcc(wg, module_source(wg), "sm_90a")
+        tc = [t for t in TCGEN05.values() if t.key not in self.reasons]
+        self.tc_module = self._nvcc(tc, "\n".join(tcgen05_source(t) for t in tc),
+                                    f"sm_{cc[0]}{cc[1]}a")
+        self.instructions: list[Probe] = [i for i in PROBES.values()
+                                          if i.key not in self.reasons]
+
+    def _nvcc(self, probes: list[Any], source: str, arch: str) -> Any:
+        """The CuPy module of ``source`` compiled by nvcc for ``arch``, or None (no probes,
+        or ``reasons`` says why not)."""
         import shutil
         import subprocess
         import tempfile
 
-        self.device = device
-        self.reasons: dict[str, str] = {}
-        xp = device.xp
-        for i in INSTRUCTIONS.values():
-            if i.wgmma and tuple(device.capability) != (9, 0):
-                self.reasons[i.types] = "wgmma needs sm_90a (compute capability 9.0)"
-            elif tuple(device.capability) < i.capability:
-                self.reasons[i.types] = f"needs compute capability {i.capability}"
-        mma = [i for i in INSTRUCTIONS.values() if not i.wgmma and i.types not in self.reasons]
-        self.module = xp.RawModule(code=module_source(mma), options=("--std=c++17",))
-        wg = [i for i in INSTRUCTIONS.values() if i.wgmma and i.types not in self.reasons]
-        self.wg_module = None
+        if not probes:
+            return None
         nvcc = shutil.which("nvcc")
-        if wg and nvcc is None:
-            self.reasons.update({i.types: "needs nvcc (sm_90a) on PATH" for i in wg})
-        elif wg:
-            self._dir = tempfile.TemporaryDirectory()
-            source, cubin = Path(self._dir.name, "wgmma.cu"), Path(self._dir.name, "wgmma.cubin")
-            source.write_text(module_source(wg))
-            built = subprocess.run([str(nvcc), "-arch=sm_90a", "-cubin", "-o", str(cubin),
-                                    str(source)], capture_output=True, text=True)
-            if built.returncode != 0:
-                last = (built.stderr.strip().splitlines() or ["?"])[-1]
-                self.reasons.update({i.types: f"nvcc failed: {last}" for i in wg})
-            else:
-                self.wg_module = xp.RawModule(path=str(cubin))
-        self.instructions = [i for i in INSTRUCTIONS.values() if i.types not in self.reasons]
+        if nvcc is None:
+            self.reasons.update({i.key: f"needs nvcc ({arch}) on PATH" for i in probes})
+            return None
+        held = tempfile.TemporaryDirectory()  # the cubin outlives the module's loading
+        self._dirs = [*getattr(self, "_dirs", []), held]
+        cu, cubin = Path(held.name, "probes.cu"), Path(held.name, "probes.cubin")
+        cu.write_text(source)
+        built = subprocess.run([str(nvcc), f"-arch={arch}", "-cubin", "-o", str(cubin),
+                                str(cu)], capture_output=True, text=True)
+        if built.returncode != 0:
+            last = (built.stderr.strip().splitlines() or ["?"])[-1]
+            self.reasons.update({i.key: f"nvcc failed: {last}" for i in probes})
+            return None
+        return self.device.xp.RawModule(path=str(cubin))
 
-    def run(self, instr: Instruction, data: dict[str, np.ndarray]) -> np.ndarray:
+    def run(self, instr: Probe, data: dict[str, np.ndarray]) -> np.ndarray:
         """D (encodings of D's format, (P, M, N)) of ``instr`` on ``data``."""
         xp = self.device.xp
+        if isinstance(instr, Tcgen05):
+            a_image, b_image, c = (xp.asarray(v) for v in tcgen05_arguments(data))
+            d = xp.zeros_like(c)
+            assert self.tc_module is not None
+            self.tc_module.get_function(instr.kernel)((data["a"].shape[0],), (128,),
+                                                      (a_image, b_image, c, d))
+            return tcgen05_result(xp.asnumpy(d), instr)
         b = smem_image(data["b"]) if instr.wgmma else fragments(data["b"], instr, "b")
         regs = [xp.asarray(v) for v in (fragments(data["a"], instr, "a"), b,
                                          fragments(data["c"], instr, "c"))]
@@ -959,11 +1057,11 @@ def load_records(path: Path = RECORDS) -> dict[str, np.ndarray]:
         return {key: f[key] for key in f.files}
 
 
-def mmasim_outputs(instr: Instruction, data: dict[str, np.ndarray],
+def mmasim_outputs(instr: Probe, data: dict[str, np.ndarray],
                    records: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """MMA-Sim's recorded D for these inputs, by its model's name ({} where the record
     is missing or was made for other inputs)."""
-    key = instr.types
+    key = instr.key
     if any(f"{key}/{x}" not in records or not np.array_equal(records[f"{key}/{x}"], data[x])
            for x in ("a", "b", "c")):
         return {}
@@ -975,14 +1073,14 @@ def mmasim_outputs(instr: Instruction, data: dict[str, np.ndarray],
 class Result:
     """One instruction's probe: inputs, the hardware's D, and each candidate's D."""
 
-    instr: Instruction
+    instr: Probe
     data: dict[str, np.ndarray]
     hardware: np.ndarray
     candidates: dict[str, np.ndarray]
     layout_ok: bool
 
 
-def probe(prober: Prober, instr: Instruction, preset: fpsim.hw.BlockFMA,
+def probe(prober: Prober, instr: Probe, preset: fpsim.hw.BlockFMA,
           records: dict[str, np.ndarray]) -> Result:
     """Run ``instr`` on its inputs and emulate it: a ``Result``."""
     data = inputs(instr)
@@ -993,7 +1091,7 @@ def probe(prober: Prober, instr: Instruction, preset: fpsim.hw.BlockFMA,
     layout_ok = bool(np.array_equal(hardware[lay], encode(expect, instr.cd)))
     candidates = {f"fpsim {name}": emulate(model, instr, data)
                   for name, model in models(instr, preset).items()}
-    if instr.a.startswith("fp8") and not instr.wgmma:
+    if instr.a.startswith("fp8") and instr.sync:
         candidates["fpsim sm_90 lowering: 2 fp16 HMMA on k % 4 halves, then FADD c"] = \
             hmma_pair(instr, data, preset)
     candidates.update({f"MMA-Sim {name}": v
@@ -1043,7 +1141,7 @@ def sided(result: Result, cls: str) -> str:
     return "; ".join(said) or "-"
 
 
-def hmma_pair(instr: Instruction, data: dict[str, np.ndarray],
+def hmma_pair(instr: Probe, data: dict[str, np.ndarray],
               preset: fpsim.hw.BlockFMA) -> np.ndarray:
     """D as sm_90's SASS computes ``mma.sync`` fp8 m16n8k32 (nvcc 13.0, ``-arch=sm_90a``):
     A and B converted to fp16 (F2FP), the products with ``k % 4 < 2`` added by one
@@ -1065,7 +1163,7 @@ def table(results: list[Result], device: str) -> str:
     for r in results:
         fmt = r.instr.cd
         names = list(r.candidates)
-        lines += [f"## `{r.instr.ptx}`", "",
+        lines += [f"## `{r.instr.label}`", "",
                   f"Layout check (small integers against the exact product): "
                   f"{'passed' if r.layout_ok else 'FAILED: the numerics below are not read'}",
                   "", "| class | elements | " + " | ".join(names) + " | sided with |",
@@ -1094,17 +1192,19 @@ def cases(device: Any, size: int = 0) -> Iterator[Case | Record]:
         return
     prober = Prober(device)
     records = load_records()
-    for instr in INSTRUCTIONS.values():
-        if instr.types in prober.reasons:
-            yield skipped(f"gpu {instr.ptx}", device.name, prober.reasons[instr.types])
+    for instr in PROBES.values():
+        if instr.key in prober.reasons:
+            yield skipped(f"gpu {instr.label}", device.name, prober.reasons[instr.key])
             continue
         r = probe(prober, instr, device.preset, records)
         if not r.layout_ok:
-            yield skipped(f"gpu {instr.ptx}", device.name,
+            yield skipped(f"gpu {instr.label}", device.name,
                           "the fragment layout check failed: small integers gave inexact D")
             continue
         fmt = "fp32" if instr.cd == "fp32" else "fp16"
-        yield Case(f"gpu {instr.ptx}", f"one {instr.shape} per warp on {device.name}",
+        unit = ("CTA" if isinstance(instr, Tcgen05) else "warpgroup" if instr.wgmma
+                else "warp")
+        yield Case(f"gpu {instr.label}", f"one {instr.shape} per {unit} on {device.name}",
                    f"fpsim preset {device.preset.name} and MMA-Sim 2.1.1 (recorded)", fmt,
                    decode(r.hardware, fmt),
                    {n: decode(v, fmt) for n, v in r.candidates.items()})
@@ -1235,7 +1335,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {}
     for r in results:
-        key = r.instr.types
+        key = r.instr.key
         arrays.update({f"{key}/{x}": v for x, v in r.data.items()})
         arrays[f"{key}/hardware"] = r.hardware
         arrays.update({f"{key}/{n}": v for n, v in r.candidates.items()})
@@ -1243,9 +1343,9 @@ def main(argv: list[str] | None = None) -> int:
              "preset": device.preset.name, "numpy": np.__version__,
              "cupy": cupy.__version__, "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
              "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
-             "instructions": [r.instr.ptx for r in results], "classes": CLASSES,
-             "layout_ok": {r.instr.types: r.layout_ok for r in results},
-             "skipped": {INSTRUCTIONS[t].ptx: why for t, why in prober.reasons.items()},
+             "instructions": [r.instr.label for r in results], "classes": CLASSES,
+             "layout_ok": {r.instr.key: r.layout_ok for r in results},
+             "skipped": {PROBES[t].label: why for t, why in prober.reasons.items()},
              "mmasim_records": RECORDS.exists(), "seed": SEED, "problems": PROBLEMS,
              "fpsim_backend": args.backend}
     arrays["about"] = np.array(json.dumps(about))
