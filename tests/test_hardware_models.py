@@ -398,10 +398,83 @@ def test_tiled_shapes_against_reference(case, backend_name):
     check(fpsim.matmul(A, B, c=C, model=m), ref_block_fma(A, B, C, params(m)), case)
 
 
+# The published corner cases above, one (a, b, c) per row: fp16 inputs, then those that
+# need bf16's range (overflow past FLT_MAX, an underflow's zero sign, a zero factor).
+_FLT_MAX = float(np.finfo(np.float32).max)
+DIRECTED_FP16 = [
+    ([1 - 2.0**-11], [1 - 2.0**-11], 0.0), ([2.0**-13] * 4, [2.0**-12] * 4, 1.0),
+    ([1.0] + [2.0**-13] * 3, [1.0] + [2.0**-12] * 3, 0.0), ([3 * 2.0**-13], [2.0**-11], 2.0),
+    ([-3 * 2.0**-13], [2.0**-11], -2.0), ([1.0, -3 * 2.0**-13], [-2.0, 2.0**-11], 0.0),
+    ([1.0], [1.0], -(1 - 2.0**-24)), ([2.0**-12] * 4, [2.0**-12] * 4, 1 - 2.0**-24),
+    ([2.0**-12] * 5, [2.0**-12] * 5, 1.0), ([2.0**-13] * 3 + [3 * 2.0**-13], [2.0**-12] * 4, 1.0),
+    ([1.5, 1.75, 1.875, 1.875], [1.0] * 4, 1.0), ([1.0, -1.0], [1.0, 1.0], -0.0),
+    ([2.0**-12, 2.0**-24], [2.0**-13, 2.0**-24], 0.0),
+    ([2.0**-24, 1.5 * 2.0**-14], [0.5, 3 * 2.0**-24], 0.0),
+    ([2.0**-13, 2.0**-13], [2.0**-12, 2.0**-13], 0.0), ([-(2.0**-12)], [2.0**-13], 2.0**-30),
+]
+DIRECTED_BF16 = [
+    ([2.0**127], [1.0], 2.0**127), ([-(2.0**127)], [1.0], -(2.0**127)),
+    ([2.0**103], [1.0], _FLT_MAX), ([-(2.0**103)], [1.0], -_FLT_MAX),
+    ([-(2.0**-77)], [2.0**-77], 0.0),
+    ([0.0, float.fromhex("0x1.52p-9")],
+     [float.fromhex("0x1.fep+127"), float.fromhex("0x1.1ep-15")], 0.0),
+    ([2.0**-75, -(2.0**-85)], [2.0**-74, 2.0**-85], 0.0),
+    ([2.0**100] * 3, [2.0**27] * 3, -(2.0**127)),
+]
+# Each preset's tiled loop (binary32 work for fp16, binary64 for bf16), and the rules the
+# presets do not take (fp16 output with its exponent floor, a signed zero, saturation).
+TILED_MODELS = [(name, fmt) for name in PRESETS for fmt in ("fp16", "bf16")] + [
+    ("V100", "fp16", dict(output="fp16", output_rounding="nearest_even", exp_floor=-19)),
+    ("H100", "bf16", dict(zero_sign="signed", overflow="saturate")),
+]
+
+
+def _stacked(cases):
+    """The cases as one batched product: A (n, 1, K), B (n, K, 1), c (n, 1, 1), K padded with
+    zero products (which change no block)."""
+    k = max(len(a) for a, _, _ in cases)
+    A = np.zeros((len(cases), 1, k))
+    B = np.zeros((len(cases), k, 1))
+    for i, (a, b, _) in enumerate(cases):
+        A[i, 0, : len(a)] = a
+        B[i, : len(b), 0] = b
+    return A, B, np.array([c for _, _, c in cases]).reshape(-1, 1, 1)
+
+
+@pytest.mark.parametrize("case", TILED_MODELS, ids=lambda c: "-".join(map(str, c[:2])) + (
+    "-rules" if len(c) > 2 else ""))
+def test_tiled_loop_on_the_published_corner_cases(case, monkeypatch):
+    """The Numba backend's tiled loop (compiled per model, so used by products of
+    ``TILED_FROM`` multiply-adds or more) on every corner case above, chained blocks
+    included: bit for bit the exact reference, as the generic loop is."""
+    from fpsim.backends import numba_backend, numba_loops
+
+    name, fmt, *changes = case
+    m = model(name, fmt, **(changes[0] if changes else {}))
+    cases = DIRECTED_FP16 + (DIRECTED_BF16 if fmt == "bf16" else [])
+    A, B, C = _stacked([(a, b, c) for a, b, c in cases  # those the model's formats hold
+                        if all(fpsim.round(v, fmt) == v for v in a + b)
+                        and fpsim.round(c, m.output) == c])
+    ref = ref_block_fma(A, B, C, params(m))
+    monkeypatch.setattr(numba_backend, "TILED_FROM", 0)
+    with fpsim.backend("numba"):
+        backend = fpsim.backends.get_backend()
+        used = []
+        loop = backend._loop
+        monkeypatch.setattr(backend, "_loop", lambda t, *a, **k: used.append(t) or loop(t, *a, **k))
+        check(fpsim.matmul(A, B, c=C, model=m), ref, f"{case}: tiled")
+        assert numba_loops.accumulate_blocks_tiled in used
+        assert numba_loops.accumulate_blocks not in used
+
+
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_largest_block_sum(sign, backend_name):
+def test_largest_block_sum(sign, backend_name, monkeypatch):
     """Sixteen products of the largest fp16 significand, one sign, one exponent: the
-    block's terms sum to just under 2**31 (the binary32 loop's int32 limit)."""
+    block's terms sum to just under 2**31 (the binary32 loop's int32 limit; the Numba
+    backend's tiled loop, which a product this small would not use on its own)."""
+    from fpsim.backends import numba_backend
+
+    monkeypatch.setattr(numba_backend, "TILED_FROM", 0)
     top = 2.0 - 2.0**-10
     A = np.full((1, 32), top * 2.0**3)
     B = np.full((32, 1), sign * top * 2.0**-5)
@@ -411,9 +484,11 @@ def test_largest_block_sum(sign, backend_name):
               ref_block_fma(A, B, C, params(fpsim.hw.H100)), f"c={c}")
 
 
-def test_tiled_loop_is_used():
+def test_tiled_loop_is_used(monkeypatch):
     """The Numba backend runs finite-input products without stats in the tiled loop, in
-    binary32 for fp16-like inputs and binary64 for wide exponent ranges."""
+    binary32 for fp16-like inputs and binary64 for wide exponent ranges, from
+    ``TILED_FROM`` multiply-adds (a product below it runs in the generic loop: the tiled
+    one is compiled per model)."""
     from fpsim.backends import numba_backend, numba_loops
 
     assert numba_backend._block_work(fpsim.hw.H100.params(), 16) == (np.float32, np.int32)
@@ -433,6 +508,10 @@ def test_tiled_loop_is_used():
         backend._loop = record
         try:
             A = np.ones((3, 20))
+            fpsim.matmul(A, A.T, model=fpsim.hw.H100)
+            assert numba_loops.accumulate_blocks_tiled not in used  # 180 multiply-adds
+            monkeypatch.setattr(numba_backend, "TILED_FROM", 180)
+            used.clear()
             fpsim.matmul(A, A.T, model=fpsim.hw.H100)
             assert numba_loops.accumulate_blocks_tiled in used
             used.clear()

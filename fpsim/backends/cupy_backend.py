@@ -42,7 +42,14 @@ import warnings
 import numpy as np
 from numba import cuda
 
-from fpsim.backends import cuda_hardware, cuda_loops, cuda_registries, cuda_tiles, numba_lanes
+from fpsim.backends import (
+    cuda_hardware,
+    cuda_loops,
+    cuda_registries,
+    cuda_tiles,
+    numba_inline,
+    numba_lanes,
+)
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.cuda_contraction import no_contraction
 from fpsim.backends.cuda_hardware import Path
@@ -53,6 +60,8 @@ from fpsim.backends.protocol import ARITY, COUNTERS, is_device_array
 from fpsim.backends.schedule import pairwise_program, stack_depth
 from fpsim.kernels.carrier import BINARY32, BINARY64, Carrier, spec_for
 from fpsim.kernels.spec import Spec
+
+numba_inline.install(cuda=True)
 
 SIMULATOR = bool(getattr(getattr(cuda, "config", None), "ENABLE_CUDASIM", False))
 

@@ -13,7 +13,14 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from fpsim.backends import numba_convert, numba_half, numba_lanes, numba_loops, numba_vectors
+from fpsim.backends import (
+    numba_convert,
+    numba_half,
+    numba_inline,
+    numba_lanes,
+    numba_loops,
+    numba_vectors,
+)
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.numba_bitcast import bitcast
 from fpsim.backends.numba_vectors import wide_vectors
@@ -22,6 +29,8 @@ from fpsim.backends.schedule import pairwise_program, stack_depth
 from fpsim.formats import format as preset
 from fpsim.kernels.carrier import BINARY32, BINARY64, fits_binary32, spec_for
 from fpsim.kernels.spec import make_spec
+
+numba_inline.install()
 
 _f64_bits = bitcast(types.float64, types.int64)
 _bits_f64 = bitcast(types.int64, types.float64)
@@ -97,6 +106,9 @@ SPECIALISE_FROM = 1 << 20
 PARALLEL_FROM = 1 << 20
 # Block-FMA models with blocks up to this size run in the tiled loop (others: generic).
 MAX_TILED_BLOCK = 256
+# The tiled loop is compiled for each model (its rules folded in: seconds of compiling);
+# products of fewer multiply-adds than this run in the generic loop, which reads the model.
+TILED_FROM = 1 << 18
 # Arrays at least this long convert to and from 16-bit floats in compiled loops, and have
 # their 16-bit results stored by the rounding loops.
 CONVERT_FROM = 1 << 12
@@ -320,7 +332,8 @@ class Backend:
         parallel = out.size * max(A.shape[1], 1) >= PARALLEL_FROM
         # The tiled loop is compiled per block size and pads K to whole blocks: real
         # tensor-core blocks (4 to 32 products), not a model with a block of 2**40.
-        tiled = not want_stats and block <= MAX_TILED_BLOCK
+        tiled = (not want_stats and block <= MAX_TILED_BLOCK
+                 and out.size * A.shape[1] >= TILED_FROM)
         exact_in = _block_work(hw, block) if tiled else None
         if exact_in is not None and np.isfinite(C).all():
             work, acc = exact_in

@@ -1,0 +1,76 @@
+"""Numba's ``inline="always"``, with each inlined kernel's IR built once per process.
+
+The kernels are Numba functions inlined into every loop that calls them (``inline="always"``:
+LLVM alone does not inline a function as large as a rounding, and a loop that calls one
+neither vectorises nor folds a specialised format's constants). For each call site, Numba
+(0.59 to 0.68, and numba-cuda's copy of the same code) builds the callee's IR again from
+its bytecode, inlining the callee's own callees on the way (``InlineWorker.inline_function``
+calls ``run_untyped_passes``): a loop's kernel tree was rebuilt for every loop variant,
+most of the time a cold compile takes.
+
+``install`` keeps the IR that ``run_untyped_passes`` returns for fpsim's functions, keyed by
+the function and the compiler flags it was built under, and hands it to ``inline_ir``, which
+copies it before changing anything (so the kept IR is never mutated). The generated code is
+unchanged: the IR is the one Numba would have built again. Functions of other packages go
+through Numba's own path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any
+
+_KEPT: dict[tuple[Any, ...], Any] = {}
+
+
+def _ours(func: types.FunctionType) -> bool:
+    return getattr(func, "__module__", "").startswith("fpsim.")
+
+
+def _patch(worker: Any) -> bool:
+    """Wrap ``worker.inline_function`` (an InlineWorker class), once; False where its
+    interface is not the one this wrapper was written for."""
+    original = getattr(worker, "inline_function", None)
+    if original is None or getattr(original, "_fpsim_kept_ir", False):
+        return original is not None
+    try:
+        names = list(inspect.signature(original).parameters)
+        untyped = list(inspect.signature(worker.run_untyped_passes).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return False
+    if (names != ["self", "caller_ir", "block", "i", "function", "arg_typs"]
+            or untyped != ["self", "func", "enable_ssa"] or not hasattr(worker, "inline_ir")):
+        return False
+
+    def inline_function(self: Any, caller_ir: Any, block: Any, i: int,
+                        function: types.FunctionType, arg_typs: Any = None) -> Any:
+        if not _ours(function):
+            return original(self, caller_ir, block, i, function, arg_typs=arg_typs)
+        # run_untyped_passes turns the caller's SSA flag off (its callee IR is not in SSA
+        # form): done first here, so that the key is the flags the IR is built under.
+        self.flags.enable_ssa = False
+        key = (function, type(self.targetctx), self.flags.get_mangle_string())
+        callee_ir = _KEPT.get(key)
+        if callee_ir is None:
+            callee_ir = _KEPT[key] = self.run_untyped_passes(function)
+        return self.inline_ir(caller_ir, block, i, callee_ir, function.__code__.co_freevars,
+                              arg_typs=arg_typs)
+
+    inline_function._fpsim_kept_ir = True  # type: ignore[attr-defined]
+    worker.inline_function = inline_function
+    return True
+
+
+def install(cuda: bool = False) -> bool:
+    """Keep inlined IR in Numba's CPU compiler, or (``cuda``) in numba-cuda's own copy of
+    it; False where that compiler's inliner is not the one this was written for (it then
+    runs as it is)."""
+    try:
+        if cuda:
+            from numba.cuda.core.inline_closurecall import InlineWorker
+        else:
+            from numba.core.inline_closurecall import InlineWorker
+    except ImportError:
+        return False
+    return _patch(InlineWorker)
