@@ -1,4 +1,5 @@
-"""Benchmarks: ``python -m fpsim.bench [elementwise|first|matmul|train]`` (all by default).
+"""Benchmarks: ``python -m fpsim.bench [elementwise|first|matmul|train|quantize|torch]``
+(all by default: each but quantize, whose rows elementwise has, and torch).
 
 elementwise: million elements per second of ``round`` in every mode and of
 add, mul and fma, beside the same run's ``np.copyto`` and float16 round-trip
@@ -6,9 +7,10 @@ cast, as ratios. first: the first calls on a new array in a fresh process, besid
 the first ``x.copy()``, as ratios to the steady call. matmul: emulated matrix
 products beside float32 ``np.matmul`` of the same shape, as time ratios. train:
 one training step of the digits MLP and a small CNN under emulated policies, as
-time ratios to the same step in plain float32 (no emulation). torch (not in all): fpsim.torch.round
-of a 4096x4096 tensor beside fpsim.round of the same memory. Medians over repeats, timed in
-pairs with their reference; the machine is shared and noisy.
+time ratios to the same step in plain float32 (no emulation). quantize: elementwise's
+rows of MXFP8 and NVFP4 quantization, the copy and ml_dtypes' casts alone. torch (not in
+all): fpsim.torch.round of a 4096x4096 tensor beside fpsim.round of the same memory.
+Medians over repeats, timed in pairs with their reference; the machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ ARITH_FORMATS = ("fp16", "bf16")
 OUT_FORMATS = ("fp16", "bf16")
 OUT_MODES = ("nearest_even", "toward_zero", "stochastic")
 QUANTIZE_SCHEMES = ("mxfp8_e4m3", "nvfp4")
+# fpsim bench quantize: block quantization beside the copy and ml_dtypes' plain casts.
+QUANTIZE_ROWS = ("np.copyto", "ml_dtypes astype", "quantize")
 
 
 def quantize_kernel(x: np.ndarray, backend: str) -> str:
@@ -91,7 +95,7 @@ def measure(func, copy, repeats: int) -> tuple[float, float]:
 
 
 def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
-        xp=None, part: tuple[int, int] = (0, 1)) -> list[tuple]:
+        xp=None, part: tuple[int, int] = (0, 1), only: tuple[str, ...] = ()) -> list[tuple]:
     """Rows of (what, format, kernel, M elements/s, throughput ratio to the reference copy).
 
     ``kernel``: what fpsim computed with: the encoding of its software rounding
@@ -103,6 +107,7 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
     the device's completion. ``cpfloat_src``: CPFloat's source folder, for rows of
     CPFloat into a preallocated array (``cpfloat``), each checked against fpsim.
     ``part=(k, parts)``: only every ``parts``-th row from the ``k``-th (``compile_ahead``).
+    ``only``: only the rows whose names start with one of these (``QUANTIZE_ROWS``).
     """
     x = inputs(n)
     sync = None
@@ -133,6 +138,8 @@ def run(n: int = 10_000_000, repeats: int = 7, backend: str = "numba",
     index = itertools.count()
 
     def row(what, fmt, func, kernel=""):
+        if only and not what.startswith(only):
+            return
         if next(index) % part[1] != part[0]:
             return
         func = timed(func)
@@ -627,7 +634,8 @@ def _bench_torch(repeats: int, n: int = 4096) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=["all", "elementwise", "first", "matmul", "train", "torch"])
+                        choices=["all", "elementwise", "first", "matmul", "train", "torch",
+                                 "quantize"])
     parser.add_argument("-n", type=int, default=10_000_000, help="elements (default 10M)")
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
@@ -689,14 +697,15 @@ def main(argv: list[str] | None = None) -> int:
     print(machine(gpu))
     if not gpu:
         print(compiled_for())
-    if args.which in ("all", "elementwise"):
+    if args.which in ("all", "elementwise", "quantize"):
         reference = "a device-to-device copy's" if gpu else "np.copyto's"
         print(f"\nelementwise, n={args.n:,} float32; ratio: throughput / {reference}")
         if args.jobs > 1:
             print(f"(kernels compiled ahead in {args.jobs} processes: "
                   f"{compile_ahead(args.backend, args.jobs):.0f} s)")
         print(f"{'operation':34} {'format':9} {'kernel':13} {'M elem/s':>10} {'x copy':>8}")
-        rows = run(args.n, args.repeats, args.backend)
+        only = QUANTIZE_ROWS if args.which == "quantize" else ()
+        rows = run(args.n, args.repeats, args.backend, only=only)
         for what, fmt, kernel, rate, ratio in rows:
             print(f"{what:34} {fmt:9} {kernel:13} {rate:10.1f} {ratio:8.3f}")
     if gpu:

@@ -130,3 +130,14 @@ def test_the_cupy_backend_in_the_simulator_gives_the_numpy_backends_bits():
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert " 0 differ" in done.stdout
+
+
+def test_fpsim_bench_quantize_measures_beside_ml_dtypes_casts():
+    from fpsim import bench
+
+    rows = bench.run(n=96, repeats=1, backend="numba", only=bench.QUANTIZE_ROWS)
+    names = [(r[0], r[1]) for r in rows]
+    assert names[0][0] == "np.copyto"
+    assert ("ml_dtypes astype", "fp8_e4m3") in names and ("ml_dtypes astype", "fp4_e2m1") in names
+    assert ("quantize mxfp8_e4m3", "fp8_e4m3") in names and ("quantize nvfp4", "fp4_e2m1") in names
+    assert all(r[0].startswith(bench.QUANTIZE_ROWS) and r[3] > 0 and r[4] > 0 for r in rows)
