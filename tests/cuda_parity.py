@@ -19,7 +19,8 @@ numba.cuda is first imported::
 ``--plant``: first plant a bug in a loop's launch bounds (``elementwise`` or
 ``accumulate``), in the specialisation (``specialised``) or in a hardware loop
 (``hardware``); the run must then report differences. ``--only``: the checks whose
-names contain this. Exit status 1 on any difference.
+names contain this. ``--first``: stop at the first difference (a planted bug's run
+needs no more). Exit status 1 on any difference.
 """
 
 from __future__ import annotations
@@ -64,15 +65,22 @@ PLANTED_IN = {"elementwise": "elementwise", "accumulate": "accumulate_sequential
               "specialised": "elementwise", "hardware": "hardware_round"}
 
 
+class FirstDifference(Exception):
+    """Raised by a Report made with ``first=True`` at its first difference."""
+
+
 class Report:
-    def __init__(self) -> None:
+    def __init__(self, first: bool = False) -> None:
         self.cases = 0
         self.failures: list[str] = []
+        self.first = first
 
     def check(self, what: str, ok: bool, detail: str = "") -> None:
         self.cases += 1
         if not ok:
             self.failures.append(f"{what}: {detail}")
+            if self.first:
+                raise FirstDifference
 
     def same_bits(self, what: str, got, want, inputs=()) -> None:
         """Arrays equal encoding for encoding."""
@@ -499,6 +507,7 @@ def main(argv=None) -> int:
     parser.add_argument("--plant", choices=sorted(PLANTS))
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--only", help="run only the checks whose names contain this")
+    parser.add_argument("--first", action="store_true", help="stop at the first difference")
     args = parser.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         print("set NUMBA_ENABLE_CUDASIM=1 (this runs the CUDA kernels in the simulator)")
@@ -511,7 +520,7 @@ def main(argv=None) -> int:
     gpu, ref = cupy_backend.Backend(), numpy_backend.Backend()
     assert gpu.simulator
     rng = np.random.default_rng(args.seed)
-    report = Report()
+    report = Report(first=args.first)
     checks = [
         ("elementwise", lambda: check_elementwise(gpu, ref, report, args.values, rng)),
         ("variants", lambda: check_variants(gpu, ref, report, max(4, args.values // 2), rng)),
@@ -525,9 +534,14 @@ def main(argv=None) -> int:
         if args.only and args.only not in name:
             continue
         start, before, failed = time.perf_counter(), report.cases, len(report.failures)
-        run()
+        try:
+            run()
+        except FirstDifference:
+            pass
         print(f"{name}: {report.cases - before} comparisons, "
               f"{len(report.failures) - failed} differ ({time.perf_counter() - start:.1f} s)")
+        if report.first and report.failures:
+            break
     for line in report.failures[:12]:
         print("DIFFERS", line)
     print(f"{report.cases} comparisons, {len(report.failures)} differ")

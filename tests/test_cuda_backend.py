@@ -86,7 +86,7 @@ CHECKS = (
     ("cuda_compile_check.py", COMPILE_ARGS, False, COMPILE_TESTS),
     ("cuda_parity.py", ("--values", VALUES), True,
      ("test_kernels_in_the_simulator_match_the_numpy_backend",)),
-    *(("cuda_parity.py", ("--values", "4", "--plant", bug, "--only", only), True,
+    *(("cuda_parity.py", ("--values", "4", "--first", "--plant", bug, "--only", only), True,
        ("test_a_planted_launch_bound_bug_is_caught",)) for bug, only in PLANTED.items()),
 )
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
@@ -132,8 +132,8 @@ def test_a_planted_launch_bound_bug_is_caught(bug):
     """A loop's launch bounds off by one, a specialised loop folding the wrong format, or
     a hardware loop giving the GPU's NaN (its probe must refuse it: then the check that
     the path ran fails)."""
-    result = run("cuda_parity.py", "--values", "4", "--plant", bug, "--only", PLANTED[bug],
-                 simulator=True)
+    result = run("cuda_parity.py", "--values", "4", "--first", "--plant", bug, "--only",
+                 PLANTED[bug], simulator=True)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "DIFFERS" in result.stdout
 
