@@ -43,7 +43,8 @@ def to_bits(x: Values | Scalar, fmt: FormatLike) -> Any:
         The encodings, in the shape of ``x``, as the narrowest unsigned integer
         type that holds them (``fmt.bits_dtype``: uint8, uint16, uint32 or uint64).
         NaN encodes as the quiet NaN with a zero sign (S.1..1.1..1 in a
-        finite-style format).
+        finite-style format; the negative-zero pattern 1.0..0.0..0 in the fnuz style,
+        where -0.0 encodes as +0).
 
     Raises
     ------
@@ -82,10 +83,15 @@ def to_bits(x: Values | Scalar, fmt: FormatLike) -> Any:
     nan_frac = np.uint64(2**t - 1 if not fmt.infinities else 2 ** (t - 1))
     field = np.where(normal & finite, exp_field.clip(0), 0).astype(np.uint64)
     field = np.where(finite, field, all_ones)
+    if not fmt.negative_zero:  # fnuz: the NaN is the negative-zero pattern, a zero is +0
+        sign = np.where(flat == 0, np.uint64(0), sign)
+        field = np.where(np.isnan(flat), np.uint64(0), field)
+        nan_frac = np.uint64(0)
     frac = np.where(normal, frac, sub_frac)
     frac = np.where(np.isinf(flat), np.uint64(0), frac)
     frac = np.where(np.isnan(flat), nan_frac, frac)
-    sign = np.where(np.isnan(flat), np.uint64(0), sign)
+    sign = np.where(np.isnan(flat), np.uint64(0 if fmt.negative_zero else 1 << (fmt.bits - 1)),
+                    sign)
     bits = sign | (field << np.uint64(t)) | frac
     out: np.ndarray = bits.astype(fmt.bits_dtype).reshape(arr.shape)
     return out[()] if arr.ndim == 0 else out
@@ -143,6 +149,8 @@ def from_bits(bits: npt.ArrayLike, fmt: FormatLike) -> Any:
     top = 2**fmt.exp_bits - 1
     if fmt.infinities:
         special = field == top
+    elif not fmt.negative_zero:  # fnuz: the negative-zero pattern is the NaN
+        special = (field == 0) & (frac == 0) & negative
     else:
         special = (field == top) & (frac == np.uint64(2**t - 1)) & fmt.nan
     normal_bits = (np.clip(field - bias + 1023, 1, 2046).astype(np.uint64) << np.uint64(52)) | (
@@ -156,7 +164,7 @@ def from_bits(bits: npt.ArrayLike, fmt: FormatLike) -> Any:
     if not fmt.infinities:  # every special is a NaN (E8M0's has no fraction: set it quiet)
         special_bits = special_bits | np.uint64(1 << 51)
     value = np.where(special, special_bits.view(np.float64), value)
-    value = np.where(negative, -value, value)
+    value = np.where(negative & ~(special & (not fmt.negative_zero)), -value, value)
     out: np.ndarray = value.reshape(arr.shape)
     return out[()] if arr.ndim == 0 else out
 
@@ -175,8 +183,9 @@ def format_of_dtype(dtype: npt.DTypeLike) -> Format | None:
     Format or None
         The format whose values ``dtype`` holds, value for value and encoding for
         encoding (NaNs as a class): ``float4_e2m1fn``, ``float6_e2m3fn``,
-        ``float6_e3m2fn`` and ``float8_e8m0fnu`` included; None when it is none of
-        fpsim's (integers, ml_dtypes' fnuz types, which have no -0).
+        ``float6_e3m2fn``, ``float8_e8m0fnu`` and the fnuz types ``float8_e4m3fnuz``,
+        ``float8_e5m2fnuz`` included; None when it is none of fpsim's (integers,
+        ``float8_e4m3b11fnuz``, whose bias is 11).
 
     Raises
     ------
@@ -214,13 +223,15 @@ def format_of_dtype(dtype: npt.DTypeLike) -> Format | None:
     with np.errstate(invalid="ignore"):
         values = stored.astype(np.float64)
     has_inf = bool(np.isinf(values).any())
-    # IEEE or finite with NaN; finite without NaN (float4/6 fn); unsigned (float8_e8m0fnu).
-    styles = ((has_inf, True, True), (False, False, True), (False, True, False))
+    # IEEE or finite with NaN; finite without NaN (float4/6 fn); unsigned (float8_e8m0fnu);
+    # fnuz (no -0: float8_e4m3fnuz, float8_e5m2fnuz).
+    styles = ((has_inf, True, True, True), (False, False, True, True),
+              (False, True, False, True), (False, True, True, False))
     for exp_bits in {info.nexp, width - 1 - info.nmant}:
-        for infinities, nan, signed in styles:
+        for infinities, nan, signed, negative_zero in styles:
             try:
                 fmt = Format(int(exp_bits), int(info.nmant), infinities=infinities, nan=nan,
-                             signed=signed)
+                             signed=signed, negative_zero=negative_zero)
             except ValueError:
                 continue
             if fmt.bits != width:

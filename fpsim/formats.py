@@ -1,5 +1,6 @@
 """Binary floating-point formats: IEEE 754 style, the OCP finite styles (with and without a
-NaN) and the unsigned scale formats (E8M0, UE4M3)."""
+NaN), the fnuz style (AMD's and Graphcore's fp8: no negative zero) and the unsigned scale
+formats (E8M0, UE4M3)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ class Format:
         zero, no subnormals).
     name : str, optional
         A label; by default the canonical name ``e<exp_bits>m<man_bits>``
-        (``fn`` appended in the finite style, ``fnn`` without a NaN, ``u``
-        prepended when unsigned).
+        (``fn`` appended in the finite style, ``fnn`` without a NaN, ``fnuz``
+        without a negative zero, ``u`` prepended when unsigned).
     infinities : bool, default True
         True: IEEE 754 style. False: the OCP finite style (as fp8_e4m3): no
         infinities, the all-ones exponent holds finite values and only the
@@ -48,6 +49,12 @@ class Format:
     signed : bool, default True
         False (with ``infinities=False``): no sign bit; the unsigned scale
         formats, whose all-ones pattern is NaN (E8M0, UE4M3).
+    negative_zero : bool, default True
+        False (with ``infinities=False``, signed, with a NaN): the fnuz style of
+        AMD's and Graphcore's fp8 (ml_dtypes' ``float8_e4m3fnuz``,
+        ``float8_e5m2fnuz``): the negative-zero pattern (sign bit alone) is the one
+        NaN, every other pattern is finite, a zero is +0, and the exponent bias is
+        ``2**(exp_bits - 1)``, one more than the other styles'.
 
     Attributes
     ----------
@@ -61,8 +68,8 @@ class Format:
         The largest finite value, ``2**emin``, ``2**(emin - man_bits)`` and
         ``2**-man_bits``.
     style : str
-        The special values: ``"ieee"``, ``"finite_nan"``, ``"finite"`` or
-        ``"unsigned"`` (``docs/semantics.md``).
+        The special values: ``"ieee"``, ``"finite_nan"``, ``"finite"``, ``"fnuz"``
+        or ``"unsigned"`` (``docs/semantics.md``).
     dtype : numpy.dtype
         The narrowest of float16, float32, float64 that holds every value.
     bits_dtype : numpy.dtype
@@ -90,6 +97,9 @@ class Format:
     (6.0, 'finite', 'e2m1fnn')
     >>> fpsim.Format(8, 0, signed=False, infinities=False).max == 2.0**127
     True
+    >>> e4m3fnuz = fpsim.Format(4, 3, infinities=False, negative_zero=False)
+    >>> e4m3fnuz.bias, e4m3fnuz.max, e4m3fnuz.smallest_subnormal, e4m3fnuz.style
+    (8, 240.0, 0.0009765625, 'fnuz')
     """
 
     exp_bits: int
@@ -98,10 +108,11 @@ class Format:
     infinities: bool = True
     nan: bool = True
     signed: bool = True
+    negative_zero: bool = True
 
     def __init__(
         self, exp_bits: int, man_bits: int, *, name: str | None = None, infinities: bool = True,
-        nan: bool = True, signed: bool = True,
+        nan: bool = True, signed: bool = True, negative_zero: bool = True,
     ) -> None:
         for label, value, lo, hi in (("exp_bits", exp_bits, 2, 11), ("man_bits", man_bits, 0, 52)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -112,6 +123,7 @@ class Format:
         infinities = boolean(infinities, "infinities")
         nan = boolean(nan, "nan")
         signed = boolean(signed, "signed")
+        negative_zero = boolean(negative_zero, "negative_zero")
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if not infinities and exp_bits > 10:
@@ -123,6 +135,10 @@ class Format:
         if not signed and (infinities or not nan):
             raise ValueError("signed=False needs infinities=False and nan=True: the unsigned "
                              "formats (E8M0, UE4M3) are finite with an all-ones NaN")
+        if not negative_zero and (infinities or not nan or not signed or man_bits == 0):
+            raise ValueError("negative_zero=False needs infinities=False, nan=True, signed=True "
+                             "and man_bits >= 1: the fnuz style (e4m3fnuz, e5m2fnuz) keeps its "
+                             "one NaN where -0 would be")
         if man_bits == 0 and signed:
             raise ValueError("man_bits=0 is out of the supported range 1..52 for a signed "
                              "format (0 is the exponent-only unsigned style, E8M0)")
@@ -131,13 +147,14 @@ class Format:
         object.__setattr__(self, "infinities", bool(infinities))
         object.__setattr__(self, "nan", bool(nan))
         object.__setattr__(self, "signed", bool(signed))
+        object.__setattr__(self, "negative_zero", bool(negative_zero))
         object.__setattr__(self, "name", name if name is not None else self.canonical_name)
 
     @property
     def canonical_name(self) -> str:
         """``e<exp_bits>m<man_bits>``, with ``fn`` for the finite style, ``fnn`` for the
-        finite style without a NaN, and ``u`` before it when unsigned: ``format()``
-        reads it back.
+        finite style without a NaN, ``fnuz`` without a negative zero, and ``u`` before it
+        when unsigned: ``format()`` reads it back.
 
         Examples
         --------
@@ -150,13 +167,16 @@ class Format:
         core = f"e{self.exp_bits}m{self.man_bits}"
         if not self.signed:
             return "u" + core
+        if not self.negative_zero:
+            return core + "fnuz"
         return core + ("" if self.infinities else "fn" if self.nan else "fnn")
 
     @property
     def style(self) -> str:
         """The format's special values: ``"ieee"`` (infinities and NaNs),
         ``"finite_nan"`` (no infinities, one NaN pattern per sign: OCP fp8 e4m3),
-        ``"finite"`` (every encoding finite: OCP fp6, fp4) or ``"unsigned"`` (no sign
+        ``"finite"`` (every encoding finite: OCP fp6, fp4), ``"fnuz"`` (no infinities,
+        no negative zero, its pattern the one NaN: AMD's fp8) or ``"unsigned"`` (no sign
         bit, no infinities, the all-ones pattern NaN: E8M0, UE4M3).
 
         Examples
@@ -169,12 +189,15 @@ class Format:
             return "unsigned"
         if self.infinities:
             return "ieee"
+        if not self.negative_zero:
+            return "fnuz"
         return "finite_nan" if self.nan else "finite"
 
     @property
     def bias(self) -> int:
-        """The exponent bias, ``2**(exp_bits - 1) - 1``."""
-        return (1 << (self.exp_bits - 1)) - 1
+        """The exponent bias, ``2**(exp_bits - 1) - 1`` (``2**(exp_bits - 1)`` in the fnuz
+        style)."""
+        return (1 << (self.exp_bits - 1)) - int(self.negative_zero)
 
     @property
     def emin(self) -> int:
@@ -183,10 +206,13 @@ class Format:
 
     @property
     def emax(self) -> int:
-        """The greatest exponent of a finite value: ``bias`` (``bias + 1`` in the finite
-        styles, where the all-ones exponent holds finite values; ``bias`` when
-        exponent-only, where it is the NaN)."""
-        return self.bias if self.infinities or not self.man_bits else self.bias + 1
+        """The greatest exponent of a finite value: ``bias`` (in the finite styles, where the
+        all-ones exponent holds finite values, ``2**exp_bits - 1 - bias``: ``bias + 1``,
+        and ``bias - 1`` in the fnuz style; ``bias`` when exponent-only, where it is the
+        NaN)."""
+        if self.infinities or not self.man_bits:
+            return self.bias
+        return (1 << self.exp_bits) - 1 - self.bias
 
     @property
     def precision(self) -> int:
@@ -201,7 +227,8 @@ class Format:
     @cached_property
     def max(self) -> float:
         """The largest finite value."""
-        nan_on_top = not self.infinities and self.nan and self.man_bits > 0
+        nan_on_top = (not self.infinities and self.nan and self.man_bits > 0
+                      and self.negative_zero)
         top = 2.0 - 2.0 ** -self.man_bits * (2 if nan_on_top else 1)
         return float(np.ldexp(top, self.emax))
 
@@ -244,11 +271,13 @@ class Format:
     def __repr__(self) -> str:
         extra = "" if self.infinities else ", infinities=False"
         extra += ("" if self.nan else ", nan=False") + ("" if self.signed else ", signed=False")
+        extra += "" if self.negative_zero else ", negative_zero=False"
         return f"Format({self.exp_bits}, {self.man_bits}, name={self.name!r}{extra})"
 
 
-#: The preset formats by name: fp16, bf16, tf32, fp32, fp64, fp8_e5m2, fp8_e4m3, and the
-#: block-scaled element and scale formats fp6_e2m3, fp6_e3m2, fp4_e2m1, e8m0, ue4m3.
+#: The preset formats by name: fp16, bf16, tf32, fp32, fp64, fp8_e5m2, fp8_e4m3, the
+#: block-scaled element and scale formats fp6_e2m3, fp6_e3m2, fp4_e2m1, e8m0, ue4m3, and
+#: AMD's fnuz fp8 (CDNA3's fp8 and bf8) fp8_e4m3fnuz, fp8_e5m2fnuz.
 PRESETS: dict[str, Format] = {
     f.name: f
     for f in (
@@ -264,6 +293,8 @@ PRESETS: dict[str, Format] = {
         Format(2, 1, name="fp4_e2m1", infinities=False, nan=False),
         Format(8, 0, name="e8m0", infinities=False, signed=False),
         Format(4, 3, name="ue4m3", infinities=False, signed=False),
+        Format(4, 3, name="fp8_e4m3fnuz", infinities=False, negative_zero=False),
+        Format(5, 2, name="fp8_e5m2fnuz", infinities=False, negative_zero=False),
     )
 }
 
@@ -275,10 +306,11 @@ _ALIASES = {
     "e5m2": "fp8_e5m2", "e4m3": "fp8_e4m3",
     "float6_e2m3fn": "fp6_e2m3", "float6_e3m2fn": "fp6_e3m2", "float4_e2m1fn": "fp4_e2m1",
     "float8_e8m0fnu": "e8m0", "ue8m0": "e8m0",
+    "float8_e4m3fnuz": "fp8_e4m3fnuz", "float8_e5m2fnuz": "fp8_e5m2fnuz",
 }
 
 
-_CANONICAL = re.compile(r"(u)?e(\d{1,2})m(\d{1,2})(fnn|fn)?")
+_CANONICAL = re.compile(r"(u)?e(\d{1,2})m(\d{1,2})(fnuz|fnn|fn)?")
 
 
 def format(name: str) -> Format:
@@ -289,11 +321,12 @@ def format(name: str) -> Format:
     name : str
         A preset (``"fp16"``, ``"bf16"``, ``"tf32"``, ``"fp32"``, ``"fp64"``,
         ``"fp8_e5m2"``, ``"fp8_e4m3"``, ``"fp6_e2m3"``, ``"fp6_e3m2"``,
-        ``"fp4_e2m1"``, ``"e8m0"``, ``"ue4m3"``), an alias (``"half"``,
-        ``"float32"``, ``"bfloat16"``, ml_dtypes' names ``"float4_e2m1fn"``, ...),
-        or ``"e<exp_bits>m<man_bits>"`` (``"e6m9"``; ``"e4m3fn"``: the finite
-        style, no infinities; ``"e3m2fnn"``: finite, no NaN; ``"ue5m2"``:
-        unsigned); case is ignored.
+        ``"fp4_e2m1"``, ``"e8m0"``, ``"ue4m3"``, ``"fp8_e4m3fnuz"``,
+        ``"fp8_e5m2fnuz"``), an alias (``"half"``, ``"float32"``, ``"bfloat16"``,
+        ml_dtypes' names ``"float4_e2m1fn"``, ``"float8_e4m3fnuz"``, ...), or
+        ``"e<exp_bits>m<man_bits>"`` (``"e6m9"``; ``"e4m3fn"``: the finite style, no
+        infinities; ``"e3m2fnn"``: finite, no NaN; ``"e4m3fnuz"``: finite, no
+        negative zero; ``"ue5m2"``: unsigned); case is ignored.
 
     Returns
     -------
@@ -326,6 +359,8 @@ def format(name: str) -> Format:
         exp_bits, man_bits = int(match[2]), int(match[3])
         if match[1]:
             return Format(exp_bits, man_bits, infinities=False, signed=False)
+        if match[4] == "fnuz":
+            return Format(exp_bits, man_bits, infinities=False, negative_zero=False)
         return Format(exp_bits, man_bits, infinities=match[4] is None, nan=match[4] != "fnn")
     known = ", ".join(sorted(PRESETS))
     raise ValueError(f"unknown format {name!r}; known formats: {known}, or e<E>m<M> "

@@ -46,7 +46,7 @@ def test_the_help_lists_the_subcommands(capsys):
 
 
 KNOWN = ("known formats: bf16, e8m0, fp16, fp32, fp4_e2m1, fp64, fp6_e2m3, fp6_e3m2, "
-         "fp8_e4m3, fp8_e5m2, tf32, ue4m3, or e<E>m<M>")
+         "fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, tf32, ue4m3, or e<E>m<M>")
 
 
 @pytest.mark.parametrize("argv, message", [

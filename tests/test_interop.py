@@ -15,8 +15,10 @@ SHARED = [  # (ml_dtypes or NumPy dtype, the fpsim format it holds)
     (ml_dtypes.float8_e3m4, fpsim.Format(3, 4)), (ml_dtypes.float6_e2m3fn, "fp6_e2m3"),
     (ml_dtypes.float6_e3m2fn, "fp6_e3m2"), (ml_dtypes.float4_e2m1fn, "fp4_e2m1"),
     (ml_dtypes.float8_e8m0fnu, "e8m0"),
+    (ml_dtypes.float8_e4m3fnuz, "fp8_e4m3fnuz"), (ml_dtypes.float8_e5m2fnuz, "fp8_e5m2fnuz"),
 ]
-NOT_FPSIM = [ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz, np.int8]
+# float8_e4m3b11fnuz: the fnuz style with bias 11, not 2**(exp_bits - 1).
+NOT_FPSIM = [ml_dtypes.float8_e4m3b11fnuz, np.int8]
 
 
 @pytest.mark.parametrize("dtype, fmt", SHARED, ids=lambda v: getattr(v, "__name__", str(v)))
@@ -61,6 +63,8 @@ def test_a_dtype_of_another_format_is_refused():
     with pytest.raises(ValueError, match="dtype bfloat16 holds bf16, not fp16"):
         fpsim.round([1.0], "fp16", dtype=ml_dtypes.bfloat16)
     with pytest.raises(ValueError, match="holds no fpsim format"):
+        fpsim.round([1.0], "fp8_e4m3", dtype=ml_dtypes.float8_e4m3b11fnuz)
+    with pytest.raises(ValueError, match="holds fp8_e4m3fnuz, not fp8_e4m3"):
         fpsim.round([1.0], "fp8_e4m3", dtype=ml_dtypes.float8_e4m3fnuz)
     with pytest.raises(ValueError, match="not a NumPy dtype"):
         fpsim.round([1.0], "fp16", dtype="half-ish")

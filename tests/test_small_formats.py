@@ -1,6 +1,9 @@
-"""The block-scaled element and scale formats (fp6 e2m3, fp6 e3m2, fp4 e2m1, E8M0, UE4M3):
-every encoding, and every value between encodings, against an exact rational reference
-written from the OCP definitions; and against ml_dtypes' casts and gfloat's rounding."""
+"""The block-scaled element and scale formats (fp6 e2m3, fp6 e3m2, fp4 e2m1, E8M0, UE4M3) and
+AMD's fnuz fp8 (fp8_e4m3fnuz, fp8_e5m2fnuz): every encoding, and every value between
+encodings, against an exact rational reference written from the OCP definitions and the
+fnuz ones (ml_dtypes' float8_e4m3fnuz and float8_e5m2fnuz, AMD CDNA3's FP8 and BF8: bias 8
+and 16, no infinities, the negative-zero pattern 0x80 the one NaN, every other pattern
+finite, a zero +0); and against ml_dtypes' casts and gfloat's rounding."""
 
 from __future__ import annotations
 
@@ -23,9 +26,12 @@ OCP = {
     "fp4_e2m1": (2, 1, 1, True, "finite"),
     "e8m0": (8, 0, 127, False, "unsigned"),
     "ue4m3": (4, 3, 7, False, "unsigned"),
+    "fp8_e4m3fnuz": (4, 3, 8, True, "fnuz"),
+    "fp8_e5m2fnuz": (5, 2, 16, True, "fnuz"),
 }
 ML = {"fp6_e2m3": ml_dtypes.float6_e2m3fn, "fp6_e3m2": ml_dtypes.float6_e3m2fn,
-      "fp4_e2m1": ml_dtypes.float4_e2m1fn, "e8m0": ml_dtypes.float8_e8m0fnu}
+      "fp4_e2m1": ml_dtypes.float4_e2m1fn, "e8m0": ml_dtypes.float8_e8m0fnu,
+      "fp8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz, "fp8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz}
 NAMES = list(OCP)
 
 
@@ -38,6 +44,8 @@ def decode(name: str, code: int) -> Fraction | None:
     if name == "e8m0":
         return None if field == 255 else Fraction(2) ** (field - bias)
     if name == "ue4m3" and field == 15 and frac == 7:
+        return None
+    if OCP[name][4] == "fnuz" and code == 1 << (width - 1):  # the negative-zero pattern
         return None
     if field == 0:
         return sign * Fraction(frac, 1 << m) * Fraction(2) ** (1 - bias)
@@ -93,6 +101,8 @@ def _ref_round(name: str, x: float, sign: float, mode: str, subnormals: bool, sa
     style = OCP[name][4]
     big, tiny, emin, t = params(name)
     unsigned, exponent_only = style == "unsigned", t == 0
+    # No negative zero: unsigned, and fnuz (otherwise the finite style with a NaN).
+    positive_zero = unsigned or style == "fnuz"
     if math.isnan(x):
         return math.nan, 0
     neg = math.copysign(1.0, x) < 0
@@ -108,7 +118,7 @@ def _ref_round(name: str, x: float, sign: float, mode: str, subnormals: bool, sa
     if v == 0:
         if exponent_only:
             return math.nan, INVALID
-        return (0.0 if unsigned or not neg else -0.0), 0
+        return (0.0 if positive_zero or not neg else -0.0), 0
     if unsigned and neg:
         return math.nan, INVALID
     q = max(floor_log2(v), emin) - t
@@ -133,7 +143,7 @@ def _ref_round(name: str, x: float, sign: float, mode: str, subnormals: bool, sa
     if not subnormals and not exponent_only and 0 < m < tiny:
         m, flags = Fraction(0), INEXACT | UNDERFLOW
     out = float(m)
-    return (-out if neg and not unsigned else out), flags
+    return (-out if neg and not unsigned and not (positive_zero and m == 0) else out), flags
 
 
 def probe_points(name: str) -> np.ndarray:
@@ -198,8 +208,11 @@ def test_encodings_agree_with_ml_dtypes_and_signed_zeros(name):
         same = (got == theirs) & (np.signbit(got) == np.signbit(theirs))
         assert np.all(same | (np.isnan(got) & np.isnan(theirs)))
         assert fpsim.bits.format_of_dtype(ML[name]) == fpsim.format(name)
-    if OCP[name][3]:  # signed: -0 is its own encoding
-        width = fpsim.format(name).bits
+    width = fpsim.format(name).bits
+    if OCP[name][4] == "fnuz":  # -0 encodes as +0; its pattern is the NaN
+        assert int(fpsim.to_bits(-0.0, name)) == 0
+        assert int(fpsim.to_bits(math.nan, name)) == 1 << (width - 1)
+    elif OCP[name][3]:  # signed: -0 is its own encoding
         assert int(fpsim.to_bits(-0.0, name)) == 1 << (width - 1)
 
 
@@ -310,6 +323,10 @@ def test_no_nan_formats_saturate_and_e4m3_still_gives_nan():
      "signed=False needs"),
     (dict(exp_bits=5, man_bits=0), "man_bits=0"),
     (dict(exp_bits=5, man_bits=2, nan="no", infinities=False), "nan"),
+    (dict(exp_bits=4, man_bits=3, negative_zero=False), "negative_zero=False needs"),
+    (dict(exp_bits=4, man_bits=3, negative_zero=False, infinities=False, nan=False),
+     "negative_zero=False needs"),
+    (dict(exp_bits=4, man_bits=3, negative_zero=0, infinities=False), "negative_zero"),
 ])
 def test_format_styles_refuse_impossible_combinations(bad, match):
     with pytest.raises(ValueError, match=match):
@@ -318,6 +335,9 @@ def test_format_styles_refuse_impossible_combinations(bad, match):
 
 def test_names_read_back():
     assert fpsim.format("float4_e2m1fn") is fpsim.format("fp4_e2m1")
+    assert fpsim.format("float8_e4m3fnuz") is fpsim.format("fp8_e4m3fnuz")
+    assert fpsim.format("e5m2fnuz") == fpsim.format("fp8_e5m2fnuz")
+    assert fpsim.format("fp8_e4m3fnuz").canonical_name == "e4m3fnuz"
     assert fpsim.format("ue8m0") is fpsim.format("e8m0")
     assert fpsim.format("e3m2fnn") == fpsim.format("fp6_e3m2")
     assert fpsim.format("ue4m3") == fpsim.Format(4, 3, signed=False, infinities=False)
@@ -348,3 +368,48 @@ def test_directed_modes_agree_with_gfloat(name):
             s = abs(v) / fpsim.format(name).smallest_subnormal
             assert mode == "nearest_away" and s < 0.5 and s + 0.5 == 1.0, (mode, v, o, w)
             assert o == ref_round(name, v, mode, True, True)[0]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("name", ["fp8_e4m3fnuz", "fp8_e5m2fnuz"])
+def test_fnuz_arithmetic_never_gives_a_negative_zero(name, backend):
+    """add, sub, mul and fma in a fnuz format: the exact result rounded as the reference
+    does, every zero +0 (x - x in mode down, -1 * 0, -tiny * tiny, fma's -0 + -0 ...)."""
+    codes, values = table(name)
+    pool = sorted({float(v) for v in values if v is not None})
+    picks = np.array(pool[::9] + [0.0, -pool[-1], pool[-1]] + pool[126:130])
+    rng = np.random.default_rng(11)
+    x, y = (v.ravel() for v in np.meshgrid(picks, picks))
+    z = rng.choice(picks, x.size)
+    with fpsim.backend(backend):
+        for mode in ("nearest_even", "down", "toward_zero"):
+            for op, exact in (("add", x + y), ("sub", x - y), ("mul", x * y),
+                              ("fma", x * y + z)):
+                args = (x, y, z) if op == "fma" else (x, y)
+                got = np.asarray(getattr(fpsim.arithmetic, op)(*args, name, mode), np.float64)
+                if op == "fma" and name == "fp8_e5m2fnuz":  # x * y + z exact only in e4m3fnuz
+                    continue
+                for e, g in zip(exact.tolist(), got.tolist(), strict=True):
+                    want = ref_round(name, e, mode, True, False)[0]
+                    assert (math.isnan(want) and math.isnan(g)) or (
+                        g == want and math.copysign(1, g) == math.copysign(1, want)), (
+                        op, mode, e, g, want)
+                assert not (np.signbit(got) & (got == 0)).any()
+    with fpsim.backend(backend):
+        assert math.copysign(1, fpsim.arithmetic.sqrt(-0.0, name)) == 1
+        assert math.copysign(1, fpsim.arithmetic.div(-0.0, 1.0, name)) == 1
+        tiny = fpsim.format(name).smallest_subnormal
+        assert math.copysign(1, fpsim.arithmetic.div(-tiny, pool[-1], name,
+                                                     "toward_zero")) == 1  # underflows to +0
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3fnuz", "fp8_e5m2fnuz", "fp6_e2m3", "e8m0", "ue4m3"])
+def test_quantize_encodes_every_value_as_to_bits_does(name):
+    """fpsim.quantize's encoder (fpsim.kernels.blockscale.encode) gives every value, -0 and
+    NaN the pattern to_bits gives: for fnuz, -0 is +0's pattern and NaN the sign bit."""
+    from fpsim.quantize.quantized import encoded
+
+    codes, values = table(name)
+    x = np.array([float(v) for v in values if v is not None]
+                 + ([-0.0] if OCP[name][3] else []) + ([math.nan] if None in values else []))
+    assert np.array_equal(encoded(x, fpsim.format(name)), fpsim.to_bits(x, name))

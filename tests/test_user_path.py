@@ -141,7 +141,7 @@ def test_a_numpy_float_type_or_dtype_is_a_format(dtype, name):
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.dtype(np.complex128), np.longdouble,
-                                   ml_dtypes.float8_e4m3fnuz, np.bool_])
+                                   ml_dtypes.float8_e4m3b11fnuz, np.bool_])
 def test_a_dtype_of_no_format_is_refused_by_name(dtype):
     with pytest.raises(ValueError, match=f"dtype {np.dtype(dtype)} is not one of fpsim's formats"):
         fpsim.round(0.1, dtype)

@@ -60,9 +60,11 @@ class Encoding(NamedTuple):
         """The ``Encoding`` of an ``fpsim.Format``."""
         top = (1 << fmt.exp_bits) - 1
         nan_frac = (1 << fmt.man_bits) - 1 if not fmt.infinities else 1 << (fmt.man_bits - 1)
-        return cls(fmt.man_bits, fmt.emin, fmt.bias, (1 << (fmt.bits - 1)) if fmt.signed else 0,
+        sign = (1 << (fmt.bits - 1)) if fmt.signed else 0
+        # The fnuz style's NaN is the negative-zero pattern (the sign bit alone).
+        return cls(fmt.man_bits, fmt.emin, fmt.bias, sign,
                    (top << fmt.man_bits) if fmt.infinities else 0,
-                   (top << fmt.man_bits) | nan_frac)
+                   (top << fmt.man_bits) | nan_frac if fmt.negative_zero else sign)
 
 
 def floor_log2(a):
@@ -178,4 +180,6 @@ def encode(v, code):
     magnitude = select(top >= code.emin, normal, sub)
     magnitude = select(a == 0, 0, select(a == INF_BITS, code.inf, magnitude))
     nan = a > INF_BITS
-    return select(nan, code.nan, magnitude | select(sign_bit(v) & (nan == 0), code.sign, 0))
+    # A zero takes no sign where the sign bit alone is the NaN (fnuz).
+    signed = sign_bit(v) & (nan == 0) & ((a != 0) | (code.nan != code.sign))
+    return select(nan, code.nan, magnitude | select(signed, code.sign, 0))

@@ -243,6 +243,12 @@ def signed(neg, v):
     return select(neg, -v, v)
 
 
+def unsigned_zero(v, spec):
+    """``v``, a zero made +0 in a format without a negative zero (the fnuz style, whose
+    negative-zero pattern is its NaN)."""
+    return select((spec.signed == 2) & (v == 0), abs(v), v)
+
+
 def representable(x, spec):
     """Whether ``x`` is a value of the format (NaN always is, infinities if it has them)."""
     a = f64_bits(x) & MAG
@@ -273,7 +279,7 @@ def round_value(x, rnd, spec, want_flags):
     # an unsigned format has none (-0 gives +0).
     mag = select(inf & (negative_inf == 0), infinite_magnitude(spec), v)
     sign = f64_bits(x) & select(spec.signed != 0, SIGN, 0)
-    out = select(nan, NAN, bits_f64(f64_bits(mag) | sign))
+    out = unsigned_zero(select(nan, NAN, bits_f64(f64_bits(mag) | sign)), spec)
     if want_flags:
         inf_to_nan = inf & (spec.infinities == 0) & (spec.saturate == 0)
         # NaN into a format without one stays a (float64) NaN, flagged INVALID.

@@ -20,6 +20,7 @@ from fpsim.kernels.core import (
     round_mag,
     sign_bit,
     signed,
+    unsigned_zero,
     zero_sum_sign,
 )
 from fpsim.kernels.prims import f64_bits, f64_i64, fsqrt, i64_f64, maximum, minimum, select
@@ -111,7 +112,7 @@ def op_add(x, y, rnd, spec, want_flags):
     inf = inf_x | inf_y
     out = select(inf, infinite_result(select(inf_x, sign_bit(x), sign_bit(y)), spec), out)
     special = nan | invalid
-    out = select(special, NAN, out)
+    out = unsigned_zero(select(special, NAN, out), spec)
     if want_flags:
         absorbed = (fx != 0) & (fy != 0) & ((out == fx) | (out == fy))
         flags = nan_flags(special | inf, invalid, snan, flags | absorbed_flag(absorbed, flags))
@@ -140,7 +141,7 @@ def op_mul(x, y, rnd, spec, want_flags):
     v, flags = round_mag(a, sticky, neg, rnd, spec, want_flags)
     out = select(inf, infinite_result(neg, spec), signed(neg, v))
     special = nan | invalid
-    out = select(special, NAN, out)
+    out = unsigned_zero(select(special, NAN, out), spec)
     if want_flags:
         flags = nan_flags(special | inf, invalid, snan, flags)
     return out, flags
@@ -168,7 +169,7 @@ def op_div(x, y, rnd, spec, want_flags):
     out = signed(neg, select(inf_y, 0.0, v))
     out = select(inf_x | by_zero, infinite_result(neg, spec), out)
     special = nan | invalid
-    out = select(special, NAN, out)
+    out = unsigned_zero(select(special, NAN, out), spec)
     if want_flags:
         flags = select(inf_y, 0, flags) | select(by_zero, DIVBYZERO, 0)
         flags = nan_flags(special | inf_x, invalid, snan, flags)
@@ -195,7 +196,7 @@ def op_sqrt(x, rnd, spec, want_flags):
     out = select(x == 0, x, v)
     out = select(inf, infinite_result(False, spec), out)
     special = nan | invalid
-    out = select(special, NAN, out)
+    out = unsigned_zero(select(special, NAN, out), spec)
     if want_flags:
         flags = nan_flags(special | inf, invalid, snan, flags)
     return out, flags
@@ -231,7 +232,7 @@ def op_fma(x, y, z, rnd, spec, want_flags):
     inf = inf_p | inf_z
     out = select(inf, infinite_result(select(inf_p, neg_p, neg_z), spec), out)
     special = nan | invalid
-    out = select(special, NAN, out)
+    out = unsigned_zero(select(special, NAN, out), spec)
     if want_flags:
         a_p, sticky_p = product(fx, fy, spec)
         v_p, flags_p = round_mag(a_p, sticky_p, neg_p, rnd, spec, False)

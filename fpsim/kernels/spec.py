@@ -27,7 +27,7 @@ class Spec(NamedTuple):
     infinities: int  # 0: the OCP finite style (overflow gives NaN)
     saturate: int  # 1: overflow gives the largest finite value (always without a NaN)
     nan: int  # 0: no NaN encoding (OCP fp6, fp4)
-    signed: int  # 0: unsigned (E8M0, UE4M3): a negative nonzero value is NaN
+    signed: int  # 0: unsigned (E8M0, UE4M3): a negative nonzero value is NaN; 2: no -0 (fnuz)
     mode: int  # rounding-mode code (fpsim.modes)
     rbits: int  # random bits drawn by stochastic rounding
 
@@ -77,7 +77,7 @@ def _spec(fmt: Format, rounding: str, subnormals: bool, saturate: bool, bits: in
         infinities=int(fmt.infinities),
         saturate=int(saturate),
         nan=int(fmt.nan),
-        signed=int(fmt.signed),
+        signed=0 if not fmt.signed else 1 if fmt.negative_zero else 2,
         mode=mode_code(rounding),
         rbits=bits,
     )
