@@ -11,7 +11,9 @@ decided, outside ``PRESETS``, which holds the presets recorded against MMA-Sim.
 ``MI300``, ``MI300_BF16`` and ``MI300_XF32`` are AMD CDNA3's fp16, bf16 and xf32 ``mfma``
 (``align="round_down"``, MMA-Sim's model), in ``PRESETS`` too.
 ``mi200_mfma`` and ``mi100_mfma`` are CDNA2's and CDNA1's fp16 and bf16 ``mfma``, which are
-not a block FMA (rounded additions in pairs; one exact sum rounded once).
+not a block FMA (rounded additions in pairs; one exact sum rounded once), and
+``mi300_fp8_mfma`` CDNA3's fp8/bf8 ``mfma`` on the fnuz formats (even and odd products
+aligned apart).
 ``BLOCK_SCALED`` holds Blackwell's block-scaled MMAs (``BlockScaledFMA``: kind::mxf8f6f4,
 kind::mxf4, kind::mxf4nvf4), which take ``Quantized`` operands: ``fpsim.matmul(qa, qb,
 model=fpsim.hw.B200_NVF4)``.
@@ -50,7 +52,8 @@ __all__ = ["BlockFMA", "OUTPUT_ROUNDINGS", "OVERFLOWS", "ZERO_SIGNS", "PRESETS",
            "H100_BF16", "B200_BF16", "RTX5090_BF16", "L40_FP8", "H100_FP8", "H100_FP8_F16",
            "B200_FP8", "RTX5090_FP8", "E8M13", "H100_TF32", "H100_F16", "h100_fp8_mma",
            "ALIGNMENTS", "MI300", "MI300_BF16", "MI300_XF32", "mi200_mfma", "mi100_mfma",
-           "TF32", "for_input", "BlockScaledFMA", "block_scaled_matmul", "BLOCK_SCALED",
+           "TF32", "for_input", "mi300_fp8_mfma", "FNUZ", "BlockScaledFMA",
+           "block_scaled_matmul", "BLOCK_SCALED",
            "B200_MXF8F6F4", "B200_MXF4", "B200_NVF4", "RTX5090_MXF8F6F4", "RTX5090_MXF4",
            "RTX5090_NVF4"]
 
@@ -450,6 +453,122 @@ def mi100_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp16") -> _Any
     return as_dtype(acc, dtype)
 
 
+#: CDNA3's fp8 and bf8 ``mfma`` without its even/odd split: MMA-Sim's ``MMA_GTR_FDPA(F=24,
+#: F2=31, RNE-FP32, L_max=16)`` as far as ``BlockFMA(align="round_down")`` goes (the kernels
+#: read its formats, F, F2 and rules; ``mi300_fp8_mfma`` adds the split and the c rule).
+_MI300_FP8 = BlockFMA("MI300_FP8", block=16, frac_bits=24, exp_floor=-126,
+                      input="fp8_e4m3fnuz", output_rounding="nearest_even", zero_sign="signed",
+                      align="round_down", sum_bits=31)
+#: The element formats of CDNA3's fp8 (``fp8``) and bf8 (``bf8``) ``mfma``.
+FNUZ = ("fp8_e4m3fnuz", "fp8_e5m2fnuz")
+
+
+def mi300_fp8_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp8_e4m3fnuz",
+                   input_b: str | None = None) -> _Any:
+    """``A @ B + c`` as AMD's CDNA3 (MI300) fp8/bf8 ``mfma`` computes it, chained over K.
+
+    MMA-Sim's model (``mmasim/amd/sim.py``, ``MMA_GTR_FDPA(F=24, F2=31, RNE-FP32,
+    L_max=16)``; ``gtr_fdpa`` in ``mmasim/arithmetic/fdpa.py``), per step of 16 products:
+    the products of even k and those of odd k are each aligned to the largest exponent
+    among them and cut toward zero to 24 fraction bits below it (a zero product takes no
+    part), and each half's sum is added exactly; the two sums are aligned to the larger of
+    their exponents and rounded down (toward -inf) to 24 bits below it; then ``MI300``'s
+    second stage: that sum and c aligned to E, the larger of its exponent and c's (c = 0 at
+    -126), rounded down to 32 and 24 fraction bits below E, except that a c whose exponent
+    is below E - 25 counts as 0; their sum rounded down to 31 fraction bits below its
+    leading bit (at least -126), then to nearest even binary32 (a negative nonzero sum
+    that rounds to 0 is -0, an exact 0 is +0). A NaN input or an infinite or NaN c gives
+    the IEEE sum. The elements are AMD's fnuz fp8 (``fp8_e4m3fnuz``, ``fp8_e5m2fnuz``:
+    ``v_mfma_f32_*_fp8_fp8``, ``_fp8_bf8``, ``_bf8_fp8``, ``_bf8_bf8``). The even/odd split
+    is not a ``BlockFMA`` (one alignment per block), so it is a function, computed with the
+    shared block-FMA kernel's steps on the host. Source: MMA-Sim, checked against its
+    recorded outputs (``tests/test_amd_presets.py``); no AMD GPU has checked it here.
+
+    Parameters
+    ----------
+    a, b : array_like
+        A (..., M, K) and B (..., K, N), values of ``input`` and ``input_b``.
+    c : array_like, optional
+        The initial accumulator, binary32 values broadcast to (..., M, N); default +0.
+    input : {"fp8_e4m3fnuz", "fp8_e5m2fnuz"}, default "fp8_e4m3fnuz"
+        A's format (CDNA3's fp8 or bf8).
+    input_b : {"fp8_e4m3fnuz", "fp8_e5m2fnuz"}, optional
+        B's format, where it is not A's.
+
+    Returns
+    -------
+    numpy.ndarray
+        D, binary32 values (float64 for float64 inputs, as ``fpsim.matmul``).
+
+    Raises
+    ------
+    ValueError
+        An unknown input format, shapes that do not multiply, K not a multiple of 16, or
+        inputs that are not values of their formats.
+
+    Examples
+    --------
+    >>> import numpy as np, fpsim
+    >>> a, b = np.zeros((1, 16)), np.zeros((16, 1))
+    >>> a[0, 0], b[0, 0] = 128.0, 128.0  # 2**14 at k = 0
+    >>> a[0, 1::2], b[1::2, 0] = 2.0**-10, 0.5  # eight 2**-11 at odd k, 25 binades below
+    >>> fpsim.hw.mi300_fp8_mfma(a, b).tolist()  # the odd half, aligned apart, keeps 2**-8
+    [[16384.00390625]]
+    >>> fpsim.hw.mi300_fp8_mfma(a, b, c=[[-(2.0**-20)]]).tolist()  # 34 binades below: 0
+    [[16384.00390625]]
+    """
+    import numpy as np
+
+    from fpsim._inputs import as_dtype
+    from fpsim.backends import backend as use_backend
+    from fpsim.backends import get_backend
+    from fpsim.kernels.core import NO_EXPONENT
+    from fpsim.kernels.spec import make_spec
+
+    fmt_b = input if input_b is None else input_b
+    if input_b is not None and input_b not in FNUZ:
+        raise ValueError(f"mi300_fp8_mfma: input_b must be one of {', '.join(FNUZ)}, got "
+                         f"{input_b!r}")
+    xp, x, y, acc, dtype = _mfma_operands("mi300_fp8_mfma", a, b, c, input, 16, FNUZ, fmt_b)
+    x, y, acc = (np.asarray(xp.asnumpy(v) if xp is not np else v) for v in (x, y, acc))
+    model = _MI300_FP8.with_inputs(input, fmt_b)
+    hw, frac = model.params(), model.frac_bits
+    out_spec = make_spec(fpsim_format("fp32"), "nearest_even", True, False, None)
+    with use_backend("numpy"):
+        k = get_backend().kernels  # type: ignore[attr-defined]
+    x, y = x[..., :, :, None], y[..., None, :, :]  # (..., M, K, 1) and (..., 1, K, N)
+    acc = np.broadcast_to(acc, np.broadcast_shapes(acc.shape, x[..., 0, :].shape)).copy()
+    with np.errstate(all="ignore"):
+        for k0 in range(0, x.shape[-2], 16):
+            naive, bad = acc.copy(), k["is_nonfinite"](acc)
+            halves = []
+            for first in (k0, k0 + 1):  # the even and the odd products, aligned apart
+                terms = [k["hw_product"](x[..., i, :], y[..., i, :], hw) + (i,)
+                         for i in range(first, k0 + 16, 2)]
+                top = np.full(acc.shape, NO_EXPONENT, dtype=np.int64)
+                for _, e_top, _, _ in terms:
+                    top = np.maximum(top, e_top)
+                total = np.zeros(acc.shape, dtype=np.int64)
+                for p, _, e_lsb, i in terms:
+                    cut = k["hw_truncate"](p, e_lsb, top, frac)
+                    neg = (k["f64_bits"](x[..., i, :]) < 0) != (k["f64_bits"](y[..., i, :]) < 0)
+                    total = total + np.where(neg, -cut, cut)
+                    share, nonfinite = k["hw_naive"](x[..., i, :], y[..., i, :], hw)
+                    naive, bad = naive + share, bad | nonfinite
+                halves.append((total, top))
+            e_dot = np.maximum(halves[0][1], halves[1][1])
+            # Each half's sum rounded down to F bits below the larger exponent (MMA-Sim's
+            # floor), then the two added exactly.
+            dot = sum(k["hw_truncate"](t, e - frac, e_dot, frac) for t, e in halves)
+            cc = k["finite_or_zero"](acc)
+            e_c = k["hw_decode"](cc, hw.t_out, hw.emin_out)[1]
+            # A c more than 25 binades below the products' sum is dropped, not rounded down.
+            cc = np.where(e_c < e_dot - frac - 1, 0.0, cc)
+            value, _ = k["hw_finish"](dot, e_dot, cc, hw, out_spec, False)
+            acc = k["hw_result"](value, naive, bad)
+    return as_dtype(xp.asarray(acc) if xp is not np else acc, dtype)
+
+
 def _two_sum(u: _Any, v: _Any) -> tuple[_Any, _Any]:
     """Knuth's TwoSum: (s, e) with s = fl(u + v) and s + e = u + v exactly (finite u, v)."""
     s = u + v
@@ -457,17 +576,19 @@ def _two_sum(u: _Any, v: _Any) -> tuple[_Any, _Any]:
     return s, (u - back) + (v - (s - back))
 
 
-def _mfma_operands(who: str, a: _Any, b: _Any, c: _Any, input: str,
-                   step: int) -> tuple[_Any, _Any, _Any, _Any, _Any]:
+def _mfma_operands(who: str, a: _Any, b: _Any, c: _Any, input: str, step: int,
+                   formats: tuple[str, ...] = ("fp16", "bf16"), input_b: str | None = None
+                   ) -> tuple[_Any, _Any, _Any, _Any, _Any]:
     """(xp, A, B, c broadcast to the result, result dtype) of an AMD ``mfma`` function,
-    checked: fp16 or bf16 inputs, K a multiple of ``step``, every value of its format."""
+    checked: inputs of ``formats`` (B's ``input_b``, where given), K a multiple of
+    ``step``, every value of its format."""
     import numpy as np
 
     from fpsim._inputs import array_module, result_dtype
     from fpsim.rounding import round as round_to
 
-    if input not in ("fp16", "bf16"):
-        raise ValueError(f"{who}: input must be fp16 or bf16, got {input!r}")
+    if input not in formats:
+        raise ValueError(f"{who}: input must be {' or '.join(formats)}, got {input!r}")
     xp = array_module([a, b])
     dtype = result_dtype(xp.asarray(a), xp.asarray(b), np.float32)
     x, y = xp.asarray(a, dtype=np.float64), xp.asarray(b, dtype=np.float64)
@@ -479,7 +600,7 @@ def _mfma_operands(who: str, a: _Any, b: _Any, c: _Any, input: str,
     shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
     acc = xp.zeros(shape) if c is None else xp.broadcast_to(
         xp.asarray(c, dtype=np.float64), shape).copy()
-    for name, v, fmt in (("A", x, input), ("B", y, input), ("c", acc, "fp32")):
+    for name, v, fmt in (("A", x, input), ("B", y, input_b or input), ("c", acc, "fp32")):
         with np.errstate(all="ignore"):
             held = (round_to(v, fmt) == v) | xp.isnan(v)
         if not bool(held.all()):

@@ -23,6 +23,12 @@ each product is rounded to nearest even binary32, each addition is ``reference.r
 in binary32, and a subnormal product or sum becomes a zero of its sign; per group of 4,
 c + ((p0 + p1) + (p2 + p3)), or per pair c + (p0 + p1).
 
+CDNA3's fp8 and bf8 reference is MMA-Sim's ``MMA_GTR_FDPA`` (``gtr_fdpa``), per step of 16
+products: the even-k and the odd-k products are each aligned and cut as the dot above,
+apart; the two sums are rounded down to 2**(E_dot - 24), E_dot the larger of their
+exponents, and added; then the second stage above, except that a c whose exponent is below
+E - 25 counts as 0 (not rounded down). The inputs are AMD's fnuz fp8 formats.
+
 CDNA1's is MMA-Sim's ``MMA_E_FDPA`` (``e_fdpa``): per step of 4 products (fp16) or 2
 (bf16), c plus the products as a Fraction, rounded once to nearest even binary32
 (``reference.ref_round``); an exactly zero sum is +0, and a step with a nonfinite input
@@ -32,9 +38,11 @@ gives the IEEE sum.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,9 +81,7 @@ def down(x: Fraction, e: int) -> Fraction:
 def ref_block(pairs, c: float, fmt: str, model: BlockFMA = fpsim.hw.MI300) -> float:
     """One CDNA3 instruction step: c + sum(a * b), with ``model``'s F, F2, floor and output
     (MI300's by default: 24, 31, -126, fp32 nearest even)."""
-    frac, top = model.frac_bits, model.sum_bits
-    out = as_format(model.output)
-    big = TWO ** (out.emax + 1)
+    big = TWO ** (as_format(model.output).emax + 1)
     emin = as_format(fmt).emin
     values = [c, *(v for p in pairs for v in p)]
     products = [Fraction(a) * Fraction(b) for a, b in pairs if math.isfinite(a * b)]
@@ -88,22 +94,42 @@ def ref_block(pairs, c: float, fmt: str, model: BlockFMA = fpsim.hw.MI300) -> fl
                          else math.copysign(math.inf, p))
                 total = total + share
         return float(total)
+    dot, e_dot = aligned_sum(pairs, emin, emin, model.frac_bits)
+    return second_stage(dot, e_dot, c, model)
+
+
+def aligned_sum(pairs, emin_a: int, emin_b: int, frac: int) -> tuple[Fraction, int | None]:
+    """The nonzero products aligned to the largest of their exponents, each cut toward zero
+    to ``frac`` fraction bits, added exactly: (sum, that exponent), or (0, None)."""
     terms = []
     for a, b in pairs:
-        (sa, ea), (sb, eb) = read(Fraction(a), emin), read(Fraction(b), emin)
+        (sa, ea), (sb, eb) = read(Fraction(a), emin_a), read(Fraction(b), emin_b)
         if sa * sb != 0:
             terms.append((sa * sb, ea + eb))
-    dot, e_dot = Fraction(0), None
-    if terms:
-        e_dot = max(e for _, e in terms)
-        dot = sum(Fraction(math.trunc(s * TWO ** (e - e_dot + frac))) for s, e in terms)
-        dot *= TWO ** (e_dot - frac)
+    if not terms:
+        return Fraction(0), None
+    e_dot = max(e for _, e in terms)
+    dot = sum(Fraction(math.trunc(s * TWO ** (e - e_dot + frac))) for s, e in terms)
+    return dot * TWO ** (e_dot - frac), e_dot
+
+
+def second_stage(dot: Fraction, e_dot: int | None, c: float, model: BlockFMA,
+                 drop: bool = False) -> float:
+    """``tr_fdpa``'s second stage: the dot and c rounded down to the grids of their larger
+    exponent and summed, rounded down to F2 bits, then to the output; with ``drop``
+    (``gtr_fdpa``), a c more than F + 1 binades below is 0 instead."""
+    frac, top = model.frac_bits, model.sum_bits
+    out = as_format(model.output)
+    big = TWO ** (out.emax + 1)
     e_c = read(Fraction(c), out.emin)[1] if c != 0 else None
     exps = [e for e in (e_dot, e_c, model.exp_floor) if e is not None]
     if not exps:  # no floor, c = 0 and every product zero
         return 0.0
     e_top = max(exps)
-    total = down(dot, e_top - top - 1) + down(Fraction(c), e_top - frac)
+    c_part = down(Fraction(c), e_top - frac)
+    if drop and read(Fraction(c), out.emin)[1] < e_top - frac - 1:
+        c_part = Fraction(0)
+    total = down(dot, e_top - top - 1) + c_part
     if total == 0:
         return 0.0
     _, lead = read(total, out.emin)
@@ -744,3 +770,177 @@ def test_a_policy_takes_the_instruction_of_its_compute_format(name, compute, wan
     assert fpsim.hw.TF32["A100"].block == 4 and fpsim.hw.TF32["B200"].block == 8
     with pytest.raises(ValueError, match="V100 has no TF32 tensor cores"):
         parse("mixed,compute=tf32,model=V100").hardware_model()
+
+
+# --- CDNA3 fp8 and bf8: fpsim.hw.mi300_fp8_mfma -------------------------------------------------
+
+FNUZ = ("fp8_e4m3fnuz", "fp8_e5m2fnuz")
+CDNA3_FP8 = Path(__file__).parent / "data" / "mmasim_cdna3_fp8.npz"
+MI300_FP8 = dataclasses.replace(fpsim.hw.MI300, block=16)  # F, F2, floor and output
+
+
+def ref_fp8_step(pairs, c: float, fmt_a: str, fmt_b: str, split: bool = True,
+                 drop: bool = True) -> float:
+    """One CDNA3 fp8 step (16 products): ``gtr_fdpa``; without ``split`` and ``drop``,
+    ``tr_fdpa`` (the fp16 rule) on the same inputs."""
+    if not all(math.isfinite(v) for v in (c, *(v for p in pairs for v in p))):
+        with np.errstate(all="ignore"):
+            return float(np.float64(c) + sum(np.float64(a) * np.float64(b) for a, b in pairs))
+    emin_a, emin_b, frac = as_format(fmt_a).emin, as_format(fmt_b).emin, MI300_FP8.frac_bits
+    halves = [aligned_sum(h, emin_a, emin_b, frac)
+              for h in ((pairs[0::2], pairs[1::2]) if split else (pairs,))]
+    exps = [e for _, e in halves if e is not None]
+    e_dot = max(exps) if exps else None
+    dot = sum((down(s, e_dot - frac) for s, _ in halves), Fraction(0)) if exps else Fraction(0)
+    return second_stage(dot, e_dot, c, MI300_FP8, drop)
+
+
+def ref_fp8(a, b, c: float, fmt_a: str, fmt_b: str, **rule) -> float:
+    pairs = list(zip(a, b, strict=True))
+    for k0 in range(0, len(pairs), 16):
+        c = ref_fp8_step(pairs[k0:k0 + 16], c, fmt_a, fmt_b, **rule)
+    return c
+
+
+def check_fp8(a, b, c, fmt_a="fp8_e4m3fnuz", fmt_b=None):
+    fmt_b = fmt_b or fmt_a
+    want = ref_fp8(a, b, c, fmt_a, fmt_b)
+    got = fpsim.hw.mi300_fp8_mfma(np.array([a], np.float64), np.array(b, np.float64)[:, None],
+                                  c=c, input=fmt_a, input_b=fmt_b)
+    got = float(np.asarray(got, np.float64)[0, 0])
+    assert same_bits(got, want), f"a={a} b={b} c={c}: want {want!r}, got {got!r}"
+    return got
+
+
+def pad16(values):
+    return list(values) + [0.0] * (16 - len(values))
+
+
+def test_mi300_fp8_aligns_the_even_and_odd_products_apart():
+    """2**14 at k = 0 and eight 2**-11 at odd k: the odd half keeps its 2**-8 (one
+    alignment for all 16, MI300's fp16 rule, cuts every 2**-11: 25 bits below)."""
+    a = pad16([128.0] + [2.0**-10, 0.0] * 7 + [2.0**-10])
+    b = pad16([128.0] + [0.5, 0.0] * 7 + [0.5])
+    assert check_fp8(a, b, 0.0) == 2.0**14 + 2.0**-8
+    assert ref_fp8(a, b, 0.0, *FNUZ[:1] * 2, split=False, drop=False) == 2.0**14
+    # In the even half they are cut: 2**14.
+    a_even = pad16([128.0, 0.0] + [2.0**-10, 0.0] * 7)
+    b_even = pad16([128.0, 0.0] + [0.5, 0.0] * 7)
+    assert check_fp8(a_even, b_even, 0.0) == 2.0**14
+
+
+def test_mi300_fp8_rounds_each_half_down_to_the_larger_ones_grid():
+    """The odd half's -2**-11 alone is exact in its own alignment; against the even half's
+    2**14 it is rounded down to -2**-10 (toward -inf, 24 bits below 2**14): 2**14 - 2**-10,
+    a binary32 value (the exact 2**14 - 2**-11 would round to 2**14). With c = 1, 2**14 + 1
+    - 2**-10 is a binary32 tie, to even: 2**14 + 1."""
+    a, b = pad16([128.0, -(2.0**-10)]), pad16([128.0, 0.5])
+    assert check_fp8(a, b, 0.0) == 2.0**14 - 2.0**-10
+    assert check_fp8(a, b, 1.0) == 2.0**14 + 1.0
+
+
+def test_mi300_fp8_drops_a_c_far_below_instead_of_rounding_it_down():
+    """c = -2**-40 under a dot of 2**-10 (30 binades): dropped, not rounded down to
+    -2**-34 (which MI300's fp16 rule does, pulling a tie the other way)."""
+    a, b = pad16([2.0**-5, 2.0**-10]), pad16([2.0**-5, 2.0**-10])  # 2**-10 + 2**-20
+    for c in (-(2.0**-40), 2.0**-40, -(2.0**-36)):
+        assert check_fp8(a, b, c) == 2.0**-10 + 2.0**-20
+    # 25 binades below (e_c = E - 25) is kept: rounded down to -2**-34.
+    got = check_fp8(pad16([2.0**-5]), pad16([2.0**-5]), -(2.0**-35))
+    assert got == np.float32(2.0**-10 - 2.0**-34)
+
+
+def test_mi300_fp8_zero_signs_nan_and_infinite_c():
+    assert math.copysign(1, check_fp8([-0.0] * 16, [1.0] * 16, -0.0)) == 1
+    assert math.copysign(1, check_fp8(pad16([1.0, -1.0]), pad16([1.0, 1.0]), 0.0)) == 1
+    assert math.isnan(check_fp8(pad16([math.nan]), pad16([1.0]), 1.0))
+    assert check_fp8(pad16([240.0]), pad16([240.0]), -math.inf) == -math.inf
+    assert math.isnan(check_fp8(pad16([1.0]), pad16([1.0]), math.nan))
+    # Products (at most 2**28 each) cannot reach binary32's overflow: c near it absorbs them.
+    big = float(np.finfo(np.float32).max)
+    assert check_fp8([240.0] * 16, [57344.0] * 16, big, *FNUZ) == big
+
+
+def test_mi300_fp8_shapes_and_refusals():
+    rng = np.random.default_rng(8)
+    values = [v for v in fpsim.from_bits(np.arange(256), "fp8_e4m3fnuz").tolist()
+              if math.isfinite(v)]
+    a = rng.choice(values, (2, 3, 32))
+    b = rng.choice(values, (32, 2))
+    got = fpsim.hw.mi300_fp8_mfma(a, b, c=0.5)
+    assert got.shape == (2, 3, 2)
+    for g in range(2):
+        for i in range(3):
+            for j in range(2):
+                assert same_bits(got[g, i, j], ref_fp8(a[g, i], b[:, j], 0.5, *FNUZ[:1] * 2))
+    for kwargs, match in (({"input": "fp8_e4m3"}, "input must be fp8_e4m3fnuz or fp8_e5m2fnuz"),
+                          ({"input_b": "bf16"}, "input_b must be one of")):
+        with pytest.raises(ValueError, match=match):
+            fpsim.hw.mi300_fp8_mfma([[1.0] * 16], [[1.0]] * 16, **kwargs)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        fpsim.hw.mi300_fp8_mfma([[1.0] * 8], [[1.0]] * 8)
+    with pytest.raises(ValueError, match="A holds values that are not fp8_e4m3fnuz"):
+        fpsim.hw.mi300_fp8_mfma([[448.0] * 16], [[1.0]] * 16)  # e4m3's, beyond 240
+    with pytest.raises(ValueError, match="B holds values that are not fp8_e5m2fnuz"):
+        fpsim.hw.mi300_fp8_mfma([[1.0] * 16], [[1.125]] * 16, input_b="fp8_e5m2fnuz")
+
+
+@st.composite
+def fp8_steps(draw, fmt_a: str, fmt_b: str):
+    """(a, b, c): one or two steps of 16 fnuz values (NaN sometimes), c of every class."""
+    k = draw(st.integers(1, 2)) * 16
+    special = draw(st.booleans())
+
+    def element(fmt):
+        values = sorted(v for v in fpsim.from_bits(np.arange(256), fmt).tolist()
+                        if math.isfinite(v))
+        near = [v for v in values if 2.0**-3 <= abs(v) <= 8.0]
+        pool = st.one_of(st.sampled_from(values), st.sampled_from(near), st.just(0.0))
+        return st.one_of(pool, st.just(math.nan)) if special else pool
+
+    a = draw(st.lists(element(fmt_a), min_size=k, max_size=k))
+    b = draw(st.lists(element(fmt_b), min_size=k, max_size=k))
+    c = draw(st.one_of(st.just(0.0), st.just(-0.0), values("fp32", nonfinite=special)))
+    return a, b, c
+
+
+@pytest.mark.parametrize(("fmt_a", "fmt_b"), [(FNUZ[0], FNUZ[0]), (FNUZ[0], FNUZ[1]),
+                                              (FNUZ[1], FNUZ[1])])
+def test_mi300_fp8_against_the_rational_reference(fmt_a, fmt_b):
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
+    @given(fp8_steps(fmt_a, fmt_b))
+    def run(problem):
+        check_fp8(*problem, fmt_a, fmt_b)
+
+    run()
+
+
+def test_mi300_fp8_is_mmasim_bit_for_bit():
+    """MMA-Sim 2.1.1's CDNA3 fp8/bf8 mfma (tests/data/mmasim_cdna3_fp8.npz, from
+    make_mmasim_records.py --cdna3-fp8): every pairing, nine classes of input, one step of
+    16 and chained over K = 64, every output bit for bit (zero signs included, NaN as NaN).
+    The recording tells the rule from MI300's fp16 rule and from one without the c rule."""
+    data = np.load(CDNA3_FP8)
+    about = json.loads(str(data["about"]))
+    assert about["mmasim"] == "2.1.1" and about["K"] == 64 and len(about["classes"]) == 9
+    assert sorted(about["instructions"]) == sorted(f"MI300_{a}_{b}" for a in FNUZ for b in FNUZ)
+    for key, info in about["instructions"].items():
+        fa, fb = info["a"], info["b"]
+        assert info["instruction"][0] == "CDNA3" and info["step"] == 16
+        a = np.asarray(fpsim.from_bits(data[f"{fa}_a"], fa), np.float64)
+        b = np.asarray(fpsim.from_bits(data[f"{fb}_b"], fb), np.float64)
+        c = data[f"{fa}_c"].astype(np.float64)
+        for how, k in (("single", 16), ("chained", about["K"])):
+            got = fpsim.hw.mi300_fp8_mfma(a[:, None, :k], b[:, :k, None], c=c[:, None, None],
+                                          input=fa, input_b=fb)
+            mine = np.asarray(got, np.float32).reshape(-1)
+            theirs = data[f"{key}_{how}"].view(np.float32)
+            bad = np.flatnonzero(~same_bits(mine, theirs))
+            assert bad.size == 0, (key, how, bad[:5], mine[bad[:5]], theirs[bad[:5]])
+        # The recording reaches each part of the rule: on its single steps, the rule
+        # without the even/odd split, and without the c rule, each differ from MMA-Sim.
+        theirs = data[f"{key}_single"].view(np.float32)
+        for rule in ({"split": False}, {"drop": False}):
+            other = np.array([ref_fp8(a[i, :16], b[i, :16], c[i], fa, fb, **rule)
+                              for i in range(a.shape[0])], np.float32)
+            assert (~same_bits(other, theirs)).any(), (key, rule)

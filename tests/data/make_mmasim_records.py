@@ -5,10 +5,12 @@ tests/test_mmasim_records.py and tests/test_block_scaled_records.py read (the te
 neither torch nor mmasim). Run it where the ``mmasim`` package (PyPI, Xie et al., arXiv
 2511.10909) and a CPU build of torch are installed:
 
-    python3 tests/data/make_mmasim_records.py [--block-scaled | --promoted]
+    python3 tests/data/make_mmasim_records.py [--block-scaled | --promoted | --cdna3-fp8]
 
 (``--block-scaled``: only the second file; ``--promoted``: only
-tests/data/mmasim_promoted.npz, which tests/test_promoted_products.py reads.)
+tests/data/mmasim_promoted.npz, which tests/test_promoted_products.py reads;
+``--cdna3-fp8``: only tests/data/mmasim_cdna3_fp8.npz, which tests/test_amd_presets.py
+reads.)
 
 For each input format (fp16, bf16, tf32, fp8 e4m3 and e5m2) it draws vectors a,
 b of K = 64 values and an fp32 c in nine classes of input (random, wide range,
@@ -33,6 +35,9 @@ DeepSeek-V3's FP8 GEMM (``promoted``): rows of K = 256 in eight classes of input
 quantized per 128 of K as DeepSeek-V3 does (e4m3, binary32 scales amax / 448), and
 MMA-Sim's Hopper fp8 ``wgmma`` chained over each chunk of 128 from +0: the partial sums
 that ``fpsim.accumulation.scaled.promoted_matmul`` promotes with the scales.
+
+AMD CDNA3's fp8 and bf8 ``mfma`` (``cdna3_fp8``): e4m3fnuz and e5m2fnuz data of the nine
+classes (as ``draw``), every pairing, one step of 16 products and chained over K = 64.
 """
 
 from __future__ import annotations
@@ -58,6 +63,14 @@ FORMATS = {"fp16": (10, -14, 15), "bf16": (7, -126, 127), "tf32": (10, -126, 127
 # architecture; fpsim.matmul's sequential fp32 accumulation with exact products.
 FP32_MFMA = {"CDNA1": "f32_16x16x4f32", "CDNA2": "f32_16x16x4f32", "CDNA3": "f32_16x16x4_f32"}
 TORCH_FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+# AMD CDNA3's fp8 (e4m3fnuz) and bf8 (e5m2fnuz): (fraction bits, emin, emax), torch dtype.
+FNUZ = {"fp8_e4m3fnuz": (3, -7, 7), "fp8_e5m2fnuz": (2, -15, 15)}
+TORCH_FNUZ = {"fp8_e4m3fnuz": torch.float8_e4m3fnuz, "fp8_e5m2fnuz": torch.float8_e5m2fnuz}
+# CDNA3's fp8 mfma (MMA_GTR_FDPA, 16 products a step) by (A's, B's format).
+CDNA3_FP8 = {("fp8_e4m3fnuz", "fp8_e4m3fnuz"): "f32_32x32x16_fp8_fp8",
+             ("fp8_e4m3fnuz", "fp8_e5m2fnuz"): "f32_32x32x16_fp8_bf8",
+             ("fp8_e5m2fnuz", "fp8_e4m3fnuz"): "f32_32x32x16_bf8_fp8",
+             ("fp8_e5m2fnuz", "fp8_e5m2fnuz"): "f32_32x32x16_bf8_bf8"}
 # (preset, input format) -> (MMA-Sim architecture, instruction)
 INSTRUCTIONS = {
     ("V100", "fp16"): ("Volta", "m8n8k4.f32.f16.f16.f32"),
@@ -124,6 +137,8 @@ def to_format(x: np.ndarray, fmt: str) -> torch.Tensor:
         return t.to(torch.float16)
     if fmt in TORCH_FP8:
         return t.to(torch.float32).to(TORCH_FP8[fmt])
+    if fmt in TORCH_FNUZ:
+        return t.to(torch.float32).to(TORCH_FNUZ[fmt])
     if fmt == "fp32":
         return t.to(torch.float32)
     if fmt == "bf16":
@@ -140,7 +155,7 @@ def to_format(x: np.ndarray, fmt: str) -> torch.Tensor:
 
 def draw(rng: np.random.Generator, cls: str, fmt: str) -> tuple[np.ndarray, ...]:
     """(a, b, c) of one class: a, b (PER_CLASS, K) in float64, c (PER_CLASS,)."""
-    t, emin, emax = FORMATS[fmt]
+    t, emin, emax = {**FORMATS, **FNUZ}[fmt]
     n = (PER_CLASS, K)
     sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
 
@@ -452,8 +467,40 @@ def promoted(rng: np.random.Generator) -> dict[str, np.ndarray]:
     return out
 
 
+def cdna3_fp8(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """AMD CDNA3's fp8/bf8 mfma on every pairing of e4m3fnuz and e5m2fnuz (MMA-Sim's
+    MMA_GTR_FDPA, 16 products a step): nine classes of input, one step and chained over K."""
+    out: dict[str, np.ndarray] = {}
+    data = {}
+    for fmt in FNUZ:
+        parts = [draw(rng, cls, fmt) for cls in CLASSES]
+        a = to_format(np.concatenate([p[0] for p in parts]), fmt)
+        b = to_format(np.concatenate([p[1] for p in parts]), fmt)
+        c = torch.from_numpy(np.concatenate([p[2] for p in parts])).to(torch.float32)
+        out[f"{fmt}_a"], out[f"{fmt}_b"] = a.view(torch.uint8).numpy(), b.view(torch.uint8).numpy()
+        out[f"{fmt}_c"] = c.numpy()
+        data[fmt] = a, b, c
+    about = {}
+    for (fa, fb), suffix in CDNA3_FP8.items():
+        mfma = MFMA("CDNA3", suffix)
+        key = f"MI300_{fa}_{fb}"
+        a, b, c = data[fa][0], data[fb][1], data[fa][2]
+        for how, k in (("single", 16), ("chained", K)):
+            d = mfma.dpa(a[:, :k].contiguous(), b[:, :k].contiguous(), c.clone())
+            out[f"{key}_{how}"] = d.view(torch.int32).numpy().view(np.uint32)
+        about[key] = {"a": fa, "b": fb, "instruction": ["CDNA3", suffix], "step": 16}
+    out["about"] = np.array(json.dumps({
+        "mmasim": version("mmasim"), "torch": version("torch"), "K": K,
+        "per_class": PER_CLASS, "classes": CLASSES, "instructions": about}))
+    return out
+
+
 def main() -> None:
     flags = set(sys.argv[1:])
+    if "--cdna3-fp8" in flags:
+        np.savez_compressed(Path(__file__).with_name("mmasim_cdna3_fp8.npz"),
+                            **cdna3_fp8(np.random.default_rng(20261129)))
+        return
     if "--promoted" in flags:
         np.savez_compressed(Path(__file__).with_name("mmasim_promoted.npz"),
                             **promoted(np.random.default_rng(20261128)))
