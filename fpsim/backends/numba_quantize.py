@@ -2,18 +2,19 @@
 
 MX: one pass; each block's amax, its scale (``mx_exponent``) and its elements
 (``mx_scaled``, the rounding primitive, ``encode``). NVFP4: a pass for the blocks' amax,
-the tensor's scales, then a pass for each block's scales (``nvfp4_block_scales``) and
-elements. The kernels are the shared ones (``fpsim.kernels.blockscale`` and
+then (the tensor's scales known) one for the blocks' scales (``nvfp4_block_scales``) and
+one for the elements. The kernels are the shared ones (``fpsim.kernels.blockscale`` and
 ``core.round_value``), as the NumPy path of ``fpsim.quantize`` runs them on whole arrays.
 
-The loops take a C-contiguous (rows, length) array with the blocks along its rows: the
-quantized axis moved last. ``groups``: the number of trailing elements the axis had before
-it moved (1 for the last axis), from which the loop recovers each element's C-order index
-in ``x`` (the stochastic stream's counter). Arrays of ``SPECIALISE_FROM`` elements or more
-run in a loop compiled for their exact parameters (constants folded) and, for float32
-input, rounding on the binary32 encoding (``kernels.carrier``); shorter ones in one
-generic loop per family (float64, parameters as arguments). Compiled lazily, cached on
-disk (``cache=True``).
+The loops take the blocks as the rows of a C-contiguous (blocks, block) array: the
+quantized axis moved last, each row's last block padded with zeros. ``count`` (blocks to
+a row), ``length`` (the axis's length) and ``groups`` (the number of elements that
+followed the axis before it moved; 1 for the last axis) recover each element's C-order
+index in ``x``, the stochastic stream's counter. Arrays of ``SPECIALISE_FROM`` elements
+or more run in a loop compiled for their exact parameters (constants folded, kernels
+inlined) and, for float32 input, rounding and encoding on the binary32 encoding
+(``kernels.carrier``); shorter ones in one generic loop per family (float64, parameters
+as arguments, kernels called). Compiled lazily, cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
