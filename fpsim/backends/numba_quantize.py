@@ -87,7 +87,7 @@ def block_amax(x, q):
     of a magnitude, an integer maximum (it vectorises, and NaN's encodings are the
     largest)."""
     m = 0
-    for j in range(BLOCK):
+    for j in range(x.shape[1]):  # BLOCK, as a bound LLVM vectorises (unrolled, it did not)
         m = max(m, f64_bits(float(x[q, j])) & MAG)
     return bits_f64(m)
 
