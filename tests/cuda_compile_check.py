@@ -176,6 +176,19 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
     return ptx, time.perf_counter() - start
 
 
+def link_problems(loop: str, kernel: str, dtype: str, variant: str = "") -> list[str]:
+    """The kernel as the backend launches it must be linked from this PTX: nvJitLink's
+    link-time optimization contracts again (found on an H200: fpsim.backends.cuda_contraction)."""
+    from fpsim.backends import cuda_loops, cupy_backend
+
+    _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
+    loop_kernel = cupy_backend.Backend().loop(getattr(cuda_loops, loop), kernel, bound,
+                                              encoding, hardware)
+    if loop_kernel.targetoptions.get("lto"):
+        return ["linked by link-time optimization (nvJitLink), which contracts again"]
+    return []
+
+
 def ptx_problems(ptx: str, half_fma: bool = False) -> list[str]:
     """What may be contracted in ``ptx``; ``half_fma``: a hardware loop's own
     binary16/bfloat16 ``fma.rn`` is allowed (``HALF_FMA``)."""
@@ -248,6 +261,8 @@ def check_variant(job) -> tuple[str, list[str], float]:
     name = f"{loop}[{kernel or '-'}, {dtype}{', ' + variant if variant else ''}]"
     ptx, seconds = compile_one(loop, kernel, dtype, cc, contraction_off, variant)
     problems = ptx_problems(ptx, half_fma=variant.startswith("hardware:"))
+    if contraction_off:
+        problems += link_problems(loop, kernel, dtype, variant)
     if tools:
         fused = sass_fma(ptx, cc, tools)
         roots, divisions = len(SQRT.findall(ptx)), len(DIV.findall(ptx))

@@ -441,7 +441,11 @@ def public_calls(rng) -> list:
     h = numpy_round(x, "fp16")
     a = numpy_round(rng.standard_normal((2, 4, 24)), "fp16").astype(np.float32)
     b = numpy_round(rng.standard_normal((24, 5)), "fp16")
+    image = numpy_round(rng.standard_normal((2, 3, 7, 6)), "fp16")
+    kernels = numpy_round(rng.standard_normal((4, 3, 3, 3)), "fp16")
     return [
+        lambda xp: fpsim.conv2d(xp.asarray(image), xp.asarray(kernels), stride=2, padding=1,
+                                accum="fp16", order="pairwise"),
         lambda xp: fpsim.round(xp.asarray(x), "bf16", "stochastic", seed=3),
         lambda xp: fpsim.round(xp.asarray(x.astype(np.float32)), "fp8_e4m3", saturate=True),
         lambda xp: fpsim.add(xp.asarray(h), xp.asarray(h[::-1]), "fp16", flags=True),

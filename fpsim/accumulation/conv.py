@@ -142,8 +142,9 @@ def conv2d(x: Values, w: Values, *, stride: int | Pair = 1, padding: int | Pair 
 
     Returns
     -------
-    numpy.ndarray
-        The output, (N, O, OH, OW), OH = (H + 2 * padding - KH) // stride + 1.
+    numpy.ndarray or cupy.ndarray
+        The output, (N, O, OH, OW), OH = (H + 2 * padding - KH) // stride + 1; a GPU
+        array where an input is one (the ``cupy`` backend).
     stats : AccumulationStats
         Only with ``stats=True``, as ``(result, stats)``.
 
@@ -164,8 +165,8 @@ def conv2d(x: Values, w: Values, *, stride: int | Pair = 1, padding: int | Pair 
     >>> fpsim.conv2d(images, kernels, stride=2, padding=1, accum="fp16").shape
     (2, 4, 4, 4)
     """
-    xs: np.ndarray = as_float_array(x, "x")
-    ws: np.ndarray = as_float_array(w, "w")
+    xs: np.ndarray = as_float_array(x, "x", device=True)
+    ws: np.ndarray = as_float_array(w, "w", device=True)
     strides, pads = check(xs, ws, stride, padding)
     counts: list[AccumulationStats] = []
 

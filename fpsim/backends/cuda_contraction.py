@@ -12,6 +12,12 @@ numba-cuda has no public switch for it (NVIDIA/numba-cuda issue 118), so this
 module wraps the one call through which every NVVM compilation passes,
 ``numba.cuda.cudadrv.nvvm.compile_ir``, and adds ``fma=False`` to its options
 inside ``no_contraction()`` only: other code's kernels compile as before.
+
+The kernels are also linked from that PTX, not by link-time optimization
+(``KERNEL_OPTIONS``): numba-cuda links with nvJitLink's LTO wherever nvJitLink is
+installed, and LTO contracts again, whatever NVVM was told (found on an H200, where
+the shared kernels' exp differed from the CPU's in the last place on 49 of 131,072
+values while their PTX held only ``.rn`` operations).
 """
 
 from __future__ import annotations
@@ -42,6 +48,12 @@ def _install() -> None:
         compile_ir.__wrapped__ = original
         nvvm.compile_ir = compile_ir
         _installed.append(original)
+
+
+# cuda.jit's options for every fpsim kernel on a device (the simulator takes none), given
+# as ``cuda.jit(func, **KERNEL_OPTIONS)``: numba-cuda 0.30's ``cuda.jit(**options)(func)``
+# drops ``lto`` and links with LTO anyway.
+KERNEL_OPTIONS = {"lto": False}
 
 
 @contextlib.contextmanager

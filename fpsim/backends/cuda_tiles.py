@@ -49,7 +49,7 @@ import numpy as np
 from numba import cuda
 
 from fpsim.backends._instantiate import clone
-from fpsim.backends.cuda_contraction import no_contraction
+from fpsim.backends.cuda_contraction import KERNEL_OPTIONS, no_contraction
 from fpsim.backends.protocol import COUNTERS
 from fpsim.formats import format as preset
 from fpsim.kernels.spec import Spec, make_spec
@@ -464,13 +464,13 @@ def kernel(name: str, tiles: Tiles) -> tuple:
     if key not in _compiled:
         space = namespace(name, tiles)
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-        options: dict = {} if SIMULATOR else {"cache": True}
+        options: dict = {} if SIMULATOR else dict(KERNEL_OPTIONS, cache=True)
         loops = []
         for template, bounds in ((prepare, None), (tiled, (tiles.threads, BLOCKS_PER_SM))):
             func = clone(template, space, f"{template.__name__}_{name}_{tag}_{_digest()}")
             if bounds is not None and not SIMULATOR:
                 options = dict(options, launch_bounds=bounds)
-            loops.append(cuda.jit(**options)(func))
+            loops.append(cuda.jit(func, **options))
         _compiled[key] = tuple(loops)
     return _compiled[key]
 

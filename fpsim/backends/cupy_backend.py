@@ -51,7 +51,7 @@ from fpsim.backends import (
     numba_lanes,
 )
 from fpsim.backends._instantiate import clone, instantiate, source_digest
-from fpsim.backends.cuda_contraction import no_contraction
+from fpsim.backends.cuda_contraction import KERNEL_OPTIONS, no_contraction
 from fpsim.backends.cuda_hardware import Path
 from fpsim.backends.cuda_launch import RawLauncher, launch_mode
 from fpsim.backends.numba_backend import Backend as CPU
@@ -240,7 +240,8 @@ class Backend:
             # A distinct qualified name gives each instance its own cache entry.
             tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
             func = clone(template, namespace, f"{template.__name__}_{kernel}_{tag}_{self.digest}")
-            self._loops[key] = cuda.jit(cache=not self.simulator)(func)
+            options = {} if self.simulator else dict(KERNEL_OPTIONS, cache=True)
+            self._loops[key] = cuda.jit(func, **options)
         return self._loops[key]
 
     @staticmethod
