@@ -167,7 +167,10 @@ def test_kernels_compile_under_a_numpy_without_row_stack():
     """numba-cuda 0.30 overloads ``np.row_stack`` while loading its registries; NumPy 2.5
     removed it, and on the GPU machine no kernel compiled (found there). Here NumPy's
     alias is deleted first, as NumPy 2.5 has it, and one kernel is built offline."""
+    # Numba's own CPU overload of np.row_stack is registered only for NumPy below 2.5 (it
+    # checks the version, which this NumPy does not change): loaded before the deletion.
     code = ("import sys, numpy as np\n"
+            "import numba.np.arrayobj\n"
             "if hasattr(np, 'row_stack'): del np.row_stack\n"
             f"sys.path.insert(0, {str(HERE)!r})\n"
             "import cuda_compile_check as check\n"

@@ -354,6 +354,8 @@ class RecipeMonitor:
     ----------
     steps : list of dict
         Per ended step, ``{(layer, category): TensorStep}``.
+    names : dict of int to str
+        The model's parameters' names, by the ``id`` of each parameter.
 
     Examples
     --------
@@ -377,6 +379,7 @@ class RecipeMonitor:
 
     def __init__(self, model: Any = None) -> None:
         self.names: dict[int, str] = {}
+        """The model's parameters' names, by the ``id`` of each parameter."""
         if model is not None:
             self.names = {id(p): name for name, p in model.named_parameters()}
         self.steps: list[dict[tuple[str, str], TensorStep]] = []
