@@ -19,6 +19,9 @@ MMA-Sim's tensor-core rule (``test_hw_presets.ref_chain``). The rules:
 - DeepSeek-V3's blockwise FP8 (arXiv 2412.19437, section 3.3): ``s = amax / 448`` per block,
   each element ``x / s``; products of 128-element chunks promoted to binary32 with their
   scales (one fused multiply-add).
+- Blackwell's block-scaled MMAs (MMA-Sim's ``st_fdpa`` and ``gst_fdpa``, the Fraction
+  reference of ``test_block_scaled_presets``) for MX and NVFP4 operands with ``gemm=``,
+  then the NVFP4 tensor scales' epilogue in binary32.
 - A GEMM with one scale per operand: the element products summed, then the epilogue
   ``fp32(sum * fp32(scale_a * scale_b))``; the result rounded to the compute format (bf16).
 """
@@ -33,6 +36,7 @@ import numpy as np
 import pytest
 from accumulation_reference import ref_matmul
 from reference import ref_add, ref_div, ref_fma, ref_mul, ref_round
+from test_block_scaled_presets import ref_chain as ref_scaled_chain
 from test_hw_presets import MMASIM_RULES, ref_chain
 from test_small_formats import ref_round as ref_round_small
 
@@ -74,9 +78,9 @@ MAXES = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0, "fp4_e2m1": 6.0}
 class Op:
     """A reference operand: elements (rows by K) and each element's decode scale."""
 
-    def __init__(self, elements, scale, kind, block, tensor_scale=None):
+    def __init__(self, elements, scale, kind, block, tensor_scale=None, fmt=None):
         self.e, self.scale, self.kind, self.block = elements, scale, kind, block
-        self.tensor_scale = tensor_scale
+        self.tensor_scale, self.fmt = tensor_scale, fmt
 
     def transposed(self):
         e = [list(col) for col in zip(*self.e, strict=True)]
@@ -115,7 +119,7 @@ def mx_te(rows, fmt: str = "fp8_e4m3", block: int = 32) -> Op:
             srow.append(float(scale))
         e.append(out)
         scales.append(srow)
-    return Op(e, lambda i, k: scales[i][k // block], "exact", block)
+    return Op(e, lambda i, k: scales[i][k // block], "exact", block, fmt=fmt)
 
 
 def nvfp4(rows, tiles: bool = False) -> Op:
@@ -142,7 +146,7 @@ def nvfp4(rows, tiles: bool = False) -> Op:
             out.append(element(mul32(x, encode), "fp4_e2m1"))
         e.append(out)
     return Op(e, lambda i, k: decode[(i // (16 if tiles else 1), k // 16)], "exact", 16,
-              tensor_scale=g_decode)
+              tensor_scale=g_decode, fmt="fp4_e2m1")
 
 
 def blockwise(rows, tiles: bool = False) -> Op:
@@ -178,10 +182,18 @@ def hadamard(rows, seed: int = 0, size: int = 16):
 def product(a: Op, b: Op, accum="fp32", gemm=None, promote=None) -> np.ndarray:
     """A @ B^T, each operand rows by K, as the recipe's GEMM computes it."""
     rows, cols, k = len(a.e), len(b.e), len(a.e[0])
-    if a.kind == "exact":  # every term exact, summed in order, then the tensor scales
+    if a.kind == "exact" and gemm is not None:  # a block-scaled instruction, chained over K
+        model = fpsim.hw.BLOCK_SCALED[gemm].with_inputs(a.fmt, b.fmt)
+        acc = np.array([[ref_scaled_chain(model, a.e[i], b.e[j],
+                                          [a.scale(i, t) for t in range(k)],
+                                          [b.scale(j, t) for t in range(k)], 0.0)
+                         for j in range(cols)] for i in range(rows)])
+        accum = "fp32"  # the instruction's output
+    elif a.kind == "exact":  # every term exact, summed in order, then the tensor scales
         da = [[a.e[i][j] * a.scale(i, j) for j in range(k)] for i in range(rows)]
         db = [[b.e[i][j] * b.scale(i, j) for j in range(k)] for i in range(cols)]
         acc = ref_matmul(np.array(da), np.array(db).T, accum=accum)
+    if a.kind == "exact":
         if a.tensor_scale is None:
             return acc
         alpha = mul32(a.tensor_scale, b.tensor_scale)
@@ -318,6 +330,38 @@ def test_nvfp4_with_its_hadamard_transform_against_the_reference():
     # Gradients rounded to nearest here (stochastic rounding: test_recipes_training).
     policy = parse("nvfp4,order=sequential,grad=nvfp4")
     check(policy, lambda cat, rows: nvfp4(rows, tiles=cat == "weight"), rht=True)
+
+
+@pytest.mark.parametrize("preset, gemm", [("mxfp8", "B200_MXF8F6F4"), ("nvfp4", "B200_NVF4")])
+def test_block_scaled_instructions_against_the_reference(preset, gemm):
+    # MX and NVFP4 operands multiplied by Blackwell's block-scaled MMAs, every product
+    # (forward, data gradient, weight gradient over 16 tokens: one short block).
+    if preset == "mxfp8":
+        mx = "mxfp8_e4m3:rule=transformer_engine:pad=on"
+        check(parse(f"mxfp8,gemm={gemm},act={mx},weight={mx},grad={mx}"),
+              lambda cat, rows: mx_te(rows), gemm=gemm)
+    else:
+        check(parse(f"nvfp4,gemm={gemm},grad=nvfp4"),
+              lambda cat, rows: nvfp4(rows, tiles=cat == "weight"), rht=True, gemm=gemm)
+
+
+def test_a_block_scaled_instruction_cuts_what_an_accumulator_keeps():
+    # Row 0 of X: 448, -448 and 2**-9 (e4m3's least subnormal) times W's 1, 1, 2**-9: the
+    # instruction aligns the products at 448's exponent and cuts 2**-18 (25 fraction bits
+    # below 2**8), where a binary32 accumulator adds it after the cancellation.
+    x, w, g = inputs(0)
+    x[0] = 0.0
+    x[0, :3] = [448.0, -448.0, 2.0**-9]
+    w[:, :3] = [1.0, 1.0, 2.0**-9]
+    mx = "mxfp8_e4m3:rule=transformer_engine:pad=on"
+    policy = f"mxfp8,act={mx},weight={mx},grad={mx}"
+    want = reference(lambda cat, rows: mx_te(rows), x, w, g, gemm="B200_MXF8F6F4")
+    for got, exp, what in zip(run(parse(f"{policy},gemm=B200_MXF8F6F4"), x, w, g), want,
+                              ("y", "dx", "dw"), strict=False):
+        assert_bits(got, exp, what)
+    assert not want[0][0].any()
+    y_acc = run(parse(f"{policy},order=sequential"), x, w, g)[0]
+    assert (y_acc[0] == bf16(2.0**-18)).all()
 
 
 def test_blockwise_fp8_on_hoppers_accumulator_against_the_reference():

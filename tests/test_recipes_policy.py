@@ -145,6 +145,10 @@ def recipes(draw):
         gemm = draw(st.none() | st.sampled_from(["H100_FP8", "B200_FP8"]))
     if family == "scaled":
         promote = draw(st.none() | st.sampled_from([32, 128]))
+    elif family == "nvfp4":
+        gemm = draw(st.none() | st.sampled_from(["B200_NVF4", "RTX5090_NVF4"]))
+    elif all(v.scheme != "mxfp4_e2m1" for v in cats.values()):  # mxf8f6f4 takes fp4 too,
+        gemm = draw(st.none() | st.just("B200_MXF8F6F4"))  # but mxf4 not fp8/fp6
     return Recipe(**cats, wgrad=wgrad, keep=keep, rht=rht,
                   rht_seed=draw(st.integers(0, 9)) if rht else 0, gemm=gemm, promote=promote)
 
@@ -188,9 +192,13 @@ def test_every_recipe_policy_parses_back_from_its_string(policy):
     ("bf16,recipe=fp9", "unknown recipe 'fp9'; known recipes: fp8_hybrid_delayed"),
     ("bf16,act=mxfp8_e4m3", "MX or NVFP4 operand's product takes another"),
     ("bf16,act=mxfp8_e4m3,weight=nvfp4,grad=mxfp8_e4m3", "blocks of equal length"),
-    ("nvfp4,gemm=B200_FP8", "takes no tensor-core model"),
+    ("nvfp4,gemm=B200_FP8", "apply each block's scales in the instruction.*B200_NVF4"),
+    ("fp8_hybrid_delayed,gemm=B200_MXF8F6F4", "block-scaled instruction.*got act=fp8_e4m3"),
+    ("mxfp8,gemm=B200_NVF4", "reads ue4m3 scales, one per 16.*e8m0 scales per 32"),
+    ("nvfp4,gemm=B200_MXF4", "reads e8m0 scales, one per 32"),
+    ("mxfp8,gemm=B200_MXF4", "takes elements of fp4_e2m1, not act=fp8_e4m3"),
     ("mxfp8,promote=32", "take no promotion"),
-    ("fp8_hybrid_delayed,gemm=H200", "unknown gemm 'H200'"),
+    ("fp8_hybrid_delayed,gemm=H200", "unknown gemm 'H200'.*block-scaled instructions"),
     ("bf16,gemm=H100_FP8,act=fp8_e4m3", "give weight, grad a scaling too"),
     ("nvfp4,rht=12", "power of 4"),
     ("nvfp4,rht=16:sed=3", "rht takes a size and an optional seed"),

@@ -308,8 +308,11 @@ class Recipe:
         ``wgrad`` of None: the weight gradient is rounded to the compute format).
     gemm : str, optional
         A tensor core (a name of ``fpsim.hw.PRESETS``, e.g. ``"H100_FP8"``) whose block FMA
-        sums the quantized elements' products, taking their formats as its inputs; the
-        policy's ``accum``, ``accum_rounding`` and ``order`` otherwise.
+        sums the quantized elements' products, taking their formats as its inputs; or, for
+        MX and NVFP4 operands, a block-scaled instruction (a name of
+        ``fpsim.hw.BLOCK_SCALED``, e.g. ``"B200_MXF8F6F4"``, ``"B200_NVF4"``) that applies
+        their block scales as it sums; the policy's ``accum``, ``accum_rounding`` and
+        ``order`` otherwise.
     promote : int, optional
         Products per chunk summed in the reduced accumulator (``gemm``, or ``accum``)
         before each chunk is added to a binary32 accumulator (DeepSeek-V3's promotion).
@@ -328,9 +331,10 @@ class Recipe:
     ------
     ValueError
         For a forward category in fp8 e5m2 (TransformerEngine: "Pure E5M2 training is not
-        supported"), an unknown tensor core or one that does not take the formats, a
-        block-scaled (MX, NVFP4) recipe with a tensor core, a transform size that is not
-        a power of 4, or a malformed ``keep``.
+        supported"), an unknown tensor core or one that does not take the formats, MX or
+        NVFP4 operands with a tensor core that is not block-scaled (or other operands with
+        one that is, or scales it does not read), a transform size that is not a power of
+        4, or a malformed ``keep``.
 
     Examples
     --------
@@ -417,27 +421,35 @@ class Recipe:
 
     def tensor_core(self, a: str, b: str) -> Any:
         """The ``fpsim.hw.BlockFMA`` of ``gemm`` taking categories ``a`` and ``b``'s
-        element formats (with ``promote``), or None without a ``gemm``.
+        element formats (with ``promote``), the ``fpsim.hw.BlockScaledFMA`` reading them
+        (a block-scaled ``gemm``), or None without a ``gemm``.
 
         Raises
         ------
         ValueError
-            For an unknown preset, formats it does not take, or block-scaled operands.
+            For an unknown preset, formats it does not take, MX or NVFP4 operands with a
+            tensor core that is not block-scaled, or other operands (or other scales)
+            with one that is.
         """
         if self.gemm is None:
             return None
+        from fpsim.hw import BLOCK_SCALED
         from fpsim.hw import PRESETS as MODELS
 
-        if not isinstance(self.gemm, str) or self.gemm not in MODELS:
+        if not isinstance(self.gemm, str) or self.gemm not in {**MODELS, **BLOCK_SCALED}:
             raise ValueError(f"unknown gemm {self.gemm!r}; known tensor cores: "
-                             f"{', '.join(sorted(MODELS))}")
+                             f"{', '.join(sorted(MODELS))}; block-scaled instructions (MX "
+                             f"and NVFP4 operands): {', '.join(BLOCK_SCALED)}")
         sa, sb = getattr(self, a), getattr(self, b)
+        if self.gemm in BLOCK_SCALED:
+            return _block_scaled_core(BLOCK_SCALED[self.gemm], (a, sa), (b, sb))
         for s in (sa, sb):
             if s is not None and s.kind == "block" and _exact_scales(s):
                 raise ValueError(
-                    f"gemm={self.gemm}: the products of {s.scheme} operands are "
-                    "fpsim.quantize's (each term scaled exactly), which takes no tensor-core "
-                    "model; leave gemm out (accum= then sums them)")
+                    f"gemm={self.gemm}: the products of {s.scheme} operands apply each block's "
+                    "scales in the instruction, which a plain tensor core does not; name a "
+                    f"block-scaled instruction ({', '.join(BLOCK_SCALED)}), or leave gemm "
+                    "out (accum= then sums the exact terms)")
         fa = FORMATS["fp32"] if sa is None else sa.format
         fb = FORMATS["fp32"] if sb is None else sb.format
         try:
@@ -467,6 +479,30 @@ class Recipe:
 
     def __str__(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.pairs())
+
+
+def _block_scaled_core(model: Any, *operands: tuple[str, Scaling | None]) -> Any:
+    """``model`` (a ``fpsim.hw.BlockScaledFMA``) reading two categories' MX or NVFP4
+    operands; ValueError where it cannot read them (its scale format and block, its element
+    formats)."""
+    from fpsim.quantize.schemes import scheme as find_scheme
+
+    for name, s in operands:
+        if s is None or s.kind != "block" or not _exact_scales(s):
+            raise ValueError(
+                f"gemm={model.name} is a block-scaled instruction: it multiplies MX or NVFP4 "
+                f"operands with their block scales, got {name}={s or 'none'} (use a tensor "
+                "core such as H100_FP8 or B200_FP8 for per-tensor and blockwise scales)")
+        sch = find_scheme(str(s.scheme))
+        if sch.scale_format.name != model.scale or sch.block != model.scale_block:
+            raise ValueError(
+                f"gemm={model.name} reads {model.scale} scales, one per {model.scale_block} "
+                f"elements of K; {name}={s} has {sch.scale_format.name} scales per {sch.block}")
+        if sch.element.name not in model.elements:
+            raise ValueError(f"gemm={model.name} takes elements of "
+                             f"{', '.join(model.elements)}, not {name}={sch.element.name}")
+    (_, sa), (_, sb) = operands
+    return model.with_inputs(sa.format, sb.format)  # type: ignore[union-attr]
 
 
 def _exact_scales(s: Scaling) -> bool:

@@ -484,7 +484,8 @@ def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[
     format for MX and NVFP4 products).
 
     MX and NVFP4 operands: ``fpsim.matmul`` of the two ``Quantized`` (each term exact,
-    summed with the policy's accumulator). Operands with binary32 scales: K is cut into
+    summed with the policy's accumulator, or as the block-scaled instruction ``gemm``
+    sums them). Operands with binary32 scales: K is cut into
     chunks (a scale block, or ``promote`` products), each chunk's element products summed
     by the tensor core ``gemm`` or the policy's accumulator; with one scale per operand the
     chunks are added in binary32 and the sum multiplied by ``fp32(scale_a * scale_b)``
@@ -492,10 +493,10 @@ def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[
     added as ``fp32(acc + chunk * fp32(scale_a * scale_b))`` (one fused multiply-add, as
     DeepSeek-V3's promotion on the CUDA cores).
     """
-    if a.quantized is not None or b.quantized is not None:
-        return _block_scaled(a, b, policy, pair)
-    k = a.values.shape[-1]
     model = recipe.tensor_core(*pair)
+    if a.quantized is not None or b.quantized is not None:
+        return _block_scaled(a, b, policy, pair, model)
+    k = a.values.shape[-1]
     xp = np
     with np.errstate(over="ignore", invalid="ignore"):
         if a.per_tensor and b.per_tensor:
@@ -576,8 +577,10 @@ def _gemm_policy(policy: Policy) -> Policy:
     return gemm
 
 
-def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str]) -> Any:
-    """``fpsim.matmul`` of two MX or NVFP4 operands, B's quantization transposed to K by N."""
+def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str],
+                  model: Any) -> Any:
+    """``fpsim.matmul`` of two MX or NVFP4 operands, B's quantization transposed to K by N:
+    summed by the block-scaled instruction ``model``, or by the policy's accumulator."""
     from fpsim.accumulation import matmul
     from fpsim.precision import numerics
 
@@ -586,6 +589,8 @@ def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str])
     if a.quantized is None or b.quantized is None:
         raise ValueError(f"{pair[0]} and {pair[1]}: an MX or NVFP4 operand's product takes "
                          "another MX or NVFP4 operand (fpsim.quantize's product)")
+    if model is not None:
+        return np.asarray(matmul(qa, _transpose_quantized(qb), model=model), dtype=np.float64)
     gemm = _gemm_policy(policy)
     return np.asarray(matmul(qa, _transpose_quantized(qb),
                              accum=policy.accum, rounding=policy.accum_rounding,
