@@ -17,8 +17,8 @@ from fpsim.precision.recipes import RECIPES
 from fpsim.precision.scaling import states
 
 PAD = {
-    "fp8_blockwise": ",act=fp8_block1x128:pad=on,weight=fp8_block128x128:pad=on,"
-                     "grad=fp8_block1x128:pad=on",
+    "fp8_blockwise": ",act=fp8_block1x128:pow2=on:pad=on,weight=fp8_block128x128:pow2=on:"
+                     "pad=on,grad=fp8_block1x128:pow2=on:pad=on",
 }
 
 

@@ -19,6 +19,13 @@ MMA-Sim's tensor-core rule (``test_hw_presets.ref_chain``). The rules:
 - DeepSeek-V3's blockwise FP8 (arXiv 2412.19437, section 3.3): ``s = amax / 448`` per block,
   each element ``x / s``; products of 128-element chunks promoted to binary32 with their
   scales (one fused multiply-add).
+- TransformerEngine's ``Float8BlockScaling`` (``transformer_engine/common/recipe/__init__.py``:
+  ``QParams(power_2_scale=not use_f32_scales)``, ``use_f32_scales`` off unless
+  ``NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1``; ``compute_scale_from_amax`` in
+  ``transformer_engine/common/recipe/recipe_common.cuh``): per block or tile
+  ``scale = fp32(448 / amax)`` (1 for a zero amax, the input type's largest value where it
+  overflows), its fraction bits cleared; ``scale_inv = 1 / scale``; each element
+  ``satfinite(fp32(x * scale))``.
 - Blackwell's block-scaled MMAs (MMA-Sim's ``st_fdpa`` and ``gst_fdpa``, the Fraction
   reference of ``test_block_scaled_presets``) for MX and NVFP4 operands with ``gemm=``,
   then the NVFP4 tensor scales' epilogue in binary32.
@@ -164,6 +171,26 @@ def blockwise(rows, tiles: bool = False) -> Op:
     e = [[element(div32(x, scale(i, k)), "fp8_e4m3") for k, x in enumerate(row)]
          for i, row in enumerate(rows)]
     return Op(e, scale, "blocks", 128)
+
+
+def blockwise_te(rows, tiles: bool = False) -> Op:
+    """TransformerEngine's Float8BlockScaling, power-of-two scales: 1x128 blocks or 128x128
+    tiles (padded)."""
+    scales = {}
+    for i0 in range(0, len(rows), 128 if tiles else 1):
+        for k0 in range(0, len(rows[0]), 128):
+            amax = max(abs(x) for row in rows[i0:i0 + (128 if tiles else 1)]
+                       for x in row[k0:k0 + 128])
+            scale = 1.0 if amax == 0 else min(div32(448.0, f32(amax)), FLT_MAX)
+            scales[(i0 // (128 if tiles else 1), k0 // 128)] = 2.0 ** math.floor(
+                math.log2(scale))  # the binary32 scale's fraction bits cleared
+
+    def scale(i, k):
+        return scales[(i // (128 if tiles else 1), k // 128)]
+
+    e = [[element(mul32(x, scale(i, k)), "fp8_e4m3") for k, x in enumerate(row)]
+         for i, row in enumerate(rows)]
+    return Op(e, lambda i, k: div32(1.0, scale(i, k)), "blocks", 128)
 
 
 def hadamard(rows, seed: int = 0, size: int = 16):
@@ -364,7 +391,16 @@ def test_a_block_scaled_instruction_cuts_what_an_accumulator_keeps():
     assert (y_acc[0] == bf16(2.0**-18)).all()
 
 
+def test_transformer_engines_blockwise_power_of_two_scales_against_the_reference():
+    # The fp8_blockwise preset's scales (pad=on: K = 32 and 16 tokens are short blocks).
+    pad = ",".join(f"{c}={s}:pow2=on:pad=on" for c, s in (
+        ("act", "fp8_block1x128"), ("weight", "fp8_block128x128"), ("grad", "fp8_block1x128")))
+    check(parse(f"fp8_blockwise,{pad}"),
+          lambda cat, rows: blockwise_te(rows, tiles=cat == "weight"), gemm="H100_FP8")
+
+
 def test_blockwise_fp8_on_hoppers_accumulator_against_the_reference():
+    # DeepSeek-V3's scales, amax / 448 (pow2 off).
     pad = ",".join(f"{c}={s}:pad=on" for c, s in (
         ("act", "fp8_block1x128"), ("weight", "fp8_block128x128"), ("grad", "fp8_block1x128")))
     check(parse(f"fp8_blockwise,{pad}"),

@@ -13,7 +13,8 @@ Sources of the pinned defaults:
   rounding of gradients, a few layers in BF16, FP32 weight gradients;
 - DeepSeek-V3 (arXiv 2412.19437, section 3.3): 1x128 activation tiles, 128x128 weight
   blocks, E4M3 on all tensors, Hopper's limited fp8 accumulation; output head kept in
-  higher precision;
+  higher precision; TransformerEngine's ``Float8BlockScaling`` (its recipe module):
+  x 1-D, w 2-D, grad 1-D blocks, E4M3, power-of-two scales by default;
 - OCP Microscaling Formats (MX) v1.0: blocks of 32 with E8M0 scales.
 """
 
@@ -59,6 +60,9 @@ def test_presets_pin_their_sources_defaults():
     assert (ds.act.scheme, ds.weight.scheme, ds.grad.scheme) == (
         "fp8_block1x128", "fp8_block128x128", "fp8_block1x128")
     assert ds.gemm == "H100_FP8" and ds.keep == ("last",)
+    # TransformerEngine Float8BlockScaling: QParams(power_2_scale=not use_f32_scales), the
+    # FP32 scales only with NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1.
+    assert (ds.act.pow2, ds.weight.pow2, ds.grad.pow2) == (True, True, True)
     for name in RECIPES:  # the policy presets: bf16 compute, fp32 master weights
         p = parse(name)
         assert (p.compute.name, p.params.name, p.recipe) == ("bf16", "fp32", RECIPES[name])
@@ -123,8 +127,11 @@ def scalings(draw, forward: bool, family: str):
                        pow2=draw(st.booleans()), **common)
     name = draw(st.sampled_from(["fp8_block1x128", "fp8_block128x128", "per_row",
                                  "per_tensor"]))
-    pow2 = draw(st.booleans()) if name in ("per_row", "per_tensor") else False
-    return Scaling(None, "block", scheme=name, pow2=pow2, pad=draw(st.booleans()), **common)
+    pow2 = draw(st.booleans())
+    rule = None if pow2 or "block" not in name else draw(
+        st.sampled_from([None, "deepseek_v3", "transformer_engine"]))
+    return Scaling(None, "block", scheme=name, pow2=pow2, rule=rule, pad=draw(st.booleans()),
+                   **common)
 
 
 @st.composite
@@ -188,6 +195,10 @@ def test_every_recipe_policy_parses_back_from_its_string(policy):
     ("bf16,act=fp8_e4m3:rounding=stochastic:random_bits=x", "random_bits takes an integer"),
     ("bf16,act=fp8_e4m3:random_bits=8", "random_bits is the budget of stochastic rounding"),
     ("bf16,act=mxfp8_e4m3:pow2=on", "power-of-two scales are an option of per_tensor"),
+    ("bf16,act=fp8_block1x128:pow2=on:rule=deepseek_v3", "pow2=on is the rule "
+                                                         "transformer_engine_pow2"),
+    ("bf16,act=fp8_block1x128:rule=ocp", "unknown scale rule 'ocp'.*deepseek_v3, "
+                                         "transformer_engine"),
     ("bf16,act=mxfp8_e4m3:rule=floor", "unknown scale rule 'floor' for mxfp8_e4m3"),
     ("bf16,recipe=fp9", "unknown recipe 'fp9'; known recipes: fp8_hybrid_delayed"),
     ("bf16,act=mxfp8_e4m3", "MX or NVFP4 operand's product takes another"),

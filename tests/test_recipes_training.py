@@ -195,6 +195,26 @@ def test_block_scale_underflow_and_flushes_are_counted():
     assert act.scale_underflow == 1 and act.blocks == 2 and act.flushed == 16
 
 
+@pytest.mark.parametrize("act", ["per_row", "fp8_block1x128:pow2=on:pad=on"])
+def test_scale_underflow_of_binary32_scales_per_row_and_per_block(act):
+    # Row 1's amax 2**-140: 448 / amax overflows binary32, the scale is its largest value
+    # (2**127 with pow2) and the decode scale is below binary32's normals; its elements,
+    # 2**-12 or 2**-13, are below e4m3's least subnormal and flush.
+    events = []
+    from fpsim.precision.scaling import observers
+
+    observers.append(events.append)
+    try:
+        x = np.zeros((3, 32))
+        x[0], x[1, :16], x[2, 0] = 1.0, 2.0**-140, -3.0
+        with parse(f"bf16,compute=fp32,act={act},weight={act}"):
+            F.linear(fpsim.tensor(x), nn.Parameter(np.ones((2, 32))))
+    finally:
+        observers.remove(events.append)
+    e = next(e for e in events if e.category == "act")
+    assert (e.blocks, e.scale_underflow, e.flushed, e.amax) == (3, 1, 16, 3.0)
+
+
 def test_stochastic_rounding_of_nvfp4_gradients_follows_the_policys_seed():
     rng = np.random.default_rng(0)
     x, g = rng.normal(size=(16, 32)), rng.normal(size=(16, 16)) * 1e-3

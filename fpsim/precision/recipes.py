@@ -87,10 +87,13 @@ class Scaling:
         delayed: the scale is recomputed every ``interval`` steps.
     pow2 : bool, default False
         delayed and current: the scale's fraction bits cleared (a power of two, rounded
-        down), as TransformerEngine's ``force_pow_2_scales``; block: the scheme's
-        power-of-two rule (``per_tensor`` and ``per_row`` only).
+        down), as TransformerEngine's ``force_pow_2_scales``; block: the rule
+        ``transformer_engine_pow2`` (``per_tensor``, ``per_row``, and the blockwise FP8
+        schemes, where it is TransformerEngine's ``Float8BlockScaling`` default).
     rule : str, optional
-        block: the scale rule (the scheme's default otherwise).
+        block: the scale rule (the scheme's default otherwise); the blockwise FP8 schemes
+        also take TransformerEngine's ``transformer_engine`` and ``transformer_engine_pow2``
+        besides DeepSeek-V3's ``deepseek_v3``.
     rounding : str, default "nearest_even"
         The elements' rounding mode (``"stochastic"``: seeded by the policy's seed).
     random_bits : int, optional
@@ -142,14 +145,18 @@ class Scaling:
                 raise ValueError(f"{sch.name}'s elements are {sch.element.name}, not "
                                  f"{given.name}")
             object.__setattr__(self, "format", sch.element)
-            if self.rule is not None and self.rule not in sch.rules:
+            rules = block_rules(sch)
+            if self.rule is not None and self.rule not in rules:
                 raise ValueError(f"unknown scale rule {self.rule!r} for {sch.name}; known "
-                                 f"rules: {', '.join(sch.rules)}")
-            if self.pow2 and "transformer_engine_pow2" not in sch.rules:
+                                 f"rules: {', '.join(rules)}")
+            if self.pow2 and "transformer_engine_pow2" not in rules:
                 raise ValueError(
-                    f"pow2: {sch.name}'s scales follow its own rule ({', '.join(sch.rules)}); "
-                    "power-of-two scales are an option of per_tensor and per_row (MX scales "
-                    "are powers of two already)")
+                    f"pow2: {sch.name}'s scales follow its own rule ({', '.join(rules)}); "
+                    "power-of-two scales are an option of per_tensor, per_row and the "
+                    "blockwise FP8 schemes (MX scales are powers of two already)")
+            if self.pow2 and self.rule not in (None, "transformer_engine_pow2"):
+                raise ValueError(f"pow2=on is the rule transformer_engine_pow2, not "
+                                 f"{self.rule}: give one of them")
         else:
             if self.scheme is not None:
                 raise ValueError(f"a scheme ({self.scheme!r}) belongs to block scaling, "
@@ -505,6 +512,17 @@ def _block_scaled_core(model: Any, *operands: tuple[str, Scaling | None]) -> Any
     return model.with_inputs(sa.format, sb.format)  # type: ignore[union-attr]
 
 
+def block_rules(sch: Any) -> tuple[str, ...]:
+    """The scale rules a block scaling of scheme ``sch`` takes: the scheme's own, and for
+    blockwise FP8 also TransformerEngine's ``Float8BlockScaling`` rules
+    (``transformer_engine``: ``scale = max / amax`` per block, TransformerEngine's
+    ``compute_scale_from_amax``; ``transformer_engine_pow2``: that scale's fraction bits
+    cleared, its default), which ``fpsim.quantize``'s current scaling computes per block."""
+    if sch.kind == "blockwise":
+        return (*sch.rules, "transformer_engine", "transformer_engine_pow2")
+    return tuple(sch.rules)
+
+
 def _exact_scales(s: Scaling) -> bool:
     """Whether a block scaling's products are formed exactly per term (MX and NVFP4)."""
     from fpsim.quantize.schemes import scheme as find_scheme
@@ -574,8 +592,9 @@ def _hybrid(kind: str) -> Recipe:
 #: The recipes by name, each after what it reproduces (``docs/training.md`` gives the
 #: sources of every default): TransformerEngine's ``DelayedScaling`` and
 #: ``Float8CurrentScaling`` with ``Format.HYBRID``, ``MXFP8BlockScaling``,
-#: ``NVFP4BlockScaling`` (NVIDIA, arXiv 2509.25149), and DeepSeek-V3's blockwise FP8
-#: (arXiv 2412.19437, section 3.3).
+#: ``NVFP4BlockScaling`` (NVIDIA, arXiv 2509.25149), and ``Float8BlockScaling`` (DeepSeek-V3's
+#: blockwise FP8, arXiv 2412.19437 section 3.3, with TransformerEngine's default
+#: power-of-two scales).
 RECIPES: dict[str, Recipe] = {
     "fp8_hybrid_delayed": _hybrid("delayed"),
     "fp8_hybrid_current": _hybrid("current"),
@@ -584,8 +603,8 @@ RECIPES: dict[str, Recipe] = {
                     grad="mxfp8_e4m3:rule=transformer_engine", wgrad="fp32"),
     "nvfp4": Recipe(act="nvfp4", weight="nvfp4_16x16", grad="nvfp4:rounding=stochastic",
                     wgrad="fp32", rht=16, keep=("last",)),
-    "fp8_blockwise": Recipe(act="fp8_block1x128", weight="fp8_block128x128",
-                            grad="fp8_block1x128", wgrad="fp32", gemm="H100_FP8",
+    "fp8_blockwise": Recipe(act="fp8_block1x128:pow2=on", weight="fp8_block128x128:pow2=on",
+                            grad="fp8_block1x128:pow2=on", wgrad="fp32", gemm="H100_FP8",
                             keep=("last",)),
 }
 

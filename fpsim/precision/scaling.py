@@ -378,6 +378,12 @@ def _quantize_blocks(values: Any, s: Scaling, seed: int | None) -> Quantized:
         sch = find_scheme(str(s.scheme))
         rule = "transformer_engine_pow2" if s.pow2 else s.rule
         pad = s.pad
+        if sch.kind == "blockwise" and rule in ("transformer_engine", "transformer_engine_pow2"):
+            # TransformerEngine's Float8BlockScaling: compute_scale_from_amax per block or
+            # tile (transformer_engine/common/recipe/recipe_common.cuh), which is
+            # fpsim.quantize's current scaling with the scheme's blocks.
+            current = find_scheme("per_tensor")
+            sch = replace(sch, kind="current", scale_rule=rule, rules=current.rules)
     try:
         return block_quantize(values, sch, axis=-1, scale_rule=rule, rounding=s.rounding,
                               seed=seed, random_bits=s.random_bits, pad=pad)
@@ -465,9 +471,9 @@ def _block_scale_underflow(q: Quantized, source: Any) -> tuple[Any, int, int]:
 
     sch = q.scheme
     x = np.asarray(source, dtype=np.float64)
-    if sch.kind == "current":
+    if sch.name == "per_tensor":
         amax = np.array([[q.amax]])
-    else:
+    else:  # per_row (one block a row), and blocks or tiles
         amax = Blocks(x, sch.block or x.shape[-1], sch.rows).amax()
     scales = np.abs(np.asarray(q.scales, dtype=np.float64)).reshape(amax.shape)
     fmt = sch.scale_format
