@@ -2,6 +2,7 @@
 (docs/hooks.py) no public name without a docstring or missing from the API reference."""
 
 import importlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -16,8 +17,11 @@ pytest.importorskip("mkdocstrings_handlers.python")
 pytest.importorskip("material")
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "docs"))
-import hooks  # noqa: E402  (docs/hooks.py)
+# docs/hooks.py, loaded from its file: docs/ on sys.path would make its folders packages
+# for the whole process (docs/torch/, the bridge's records, would be "import torch").
+_spec = importlib.util.spec_from_file_location("hooks", ROOT / "docs" / "hooks.py")
+hooks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hooks)
 
 # The packages whose every public name the API reference renders.
 DOCUMENTED = ["fpsim", "fpsim.hw", "fpsim.autograd", "fpsim.nn", "fpsim.nn.functional",
