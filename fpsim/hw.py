@@ -520,8 +520,7 @@ def mi300_fp8_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp8_e4m3fn
     import numpy as np
 
     from fpsim._inputs import as_dtype
-    from fpsim.backends import backend as use_backend
-    from fpsim.backends import get_backend
+    from fpsim.backends import array_kernels
     from fpsim.kernels.core import NO_EXPONENT
     from fpsim.kernels.spec import make_spec
 
@@ -534,8 +533,7 @@ def mi300_fp8_mfma(a: _Any, b: _Any, c: _Any = None, *, input: str = "fp8_e4m3fn
     model = _MI300_FP8.with_inputs(input, fmt_b)
     hw, frac = model.params(), model.frac_bits
     out_spec = make_spec(fpsim_format("fp32"), "nearest_even", True, False, None)
-    with use_backend("numpy"):
-        k = get_backend().kernels  # type: ignore[attr-defined]
+    k = array_kernels()
     x, y = x[..., :, :, None], y[..., None, :, :]  # (..., M, K, 1) and (..., 1, K, N)
     acc = np.broadcast_to(acc, np.broadcast_shapes(acc.shape, x[..., 0, :].shape)).copy()
     with np.errstate(all="ignore"):

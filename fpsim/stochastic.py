@@ -19,9 +19,9 @@ import numpy.typing as npt
 
 from fpsim._elementwise import stream_key
 from fpsim._inputs import as_float_array
+from fpsim.backends import array_kernels
 from fpsim.formats import Format, as_format
 from fpsim.kernels.spec import make_spec
-from fpsim.quantize.kernels import array_kernels
 
 __all__ = ["CVT_RS_BITS", "cvt_rs"]
 

@@ -31,8 +31,8 @@ from fpsim._checks import integer
 from fpsim._inputs import array_module, as_dtype, host_value, result_dtype
 from fpsim.accumulation.blocks import BlockFMA, block_matmul
 from fpsim.accumulation.operands import initial, layout
+from fpsim.backends import array_kernels, get_backend
 from fpsim.backends import backend as use_backend
-from fpsim.backends import get_backend
 from fpsim.backends.numpy_backend import Backend as NumpyBackend
 from fpsim.formats import PRESETS, Format, as_format
 from fpsim.kernels.core import NO_EXPONENT
@@ -212,7 +212,7 @@ def block_scaled_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: Block
                      make_spec(fout, "nearest_even", True, False, None), np)
         acc = c0.reshape(a2.shape[0], b3.shape[2])
         if acc.size and a2.shape[1]:
-            acc = _chain(backend.kernels, a2, b3, sa2, sb3, acc, model)
+            acc = _chain(array_kernels(), a2, b3, sa2, sb3, acc, model)
     result = as_dtype(acc.reshape(shape), dtype)
     return result if xp is np else xp.asarray(result)
 

@@ -3,7 +3,9 @@
 What a backend must offer is ``fpsim.backends.protocol.Backend``: ``apply``
 (an elementwise kernel), ``convert`` (exact conversions between float dtypes),
 ``first_unrepresentable``, ``accumulate`` and ``accumulate_blocks``. The core
-calls nothing else.
+calls nothing else, but for ``array_kernels``: the shared kernels as functions of whole
+host arrays, for array code that runs a kernel's steps itself (block quantization, the
+block-scaled products).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import contextvars
 import importlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fpsim.backends.protocol import Backend
@@ -180,3 +182,20 @@ def get_backend() -> Backend:
     if name not in _instances:
         _instances[name] = importlib.import_module(_MODULES[name]).Backend()
     return _instances[name]
+
+
+def array_kernels() -> dict[str, Any]:
+    """The kernels of ``fpsim.kernels`` as the NumPy backend instantiates them: functions of
+    whole host arrays, whichever backend is in force.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fpsim.backends import array_kernels
+    >>> array_kernels()["is_nonfinite"](np.array([1.0, np.inf])).tolist()
+    [False, True]
+    """
+    if "numpy" not in _instances:
+        _instances["numpy"] = importlib.import_module(_MODULES["numpy"]).Backend()
+    kernels: dict[str, Any] = _instances["numpy"].kernels  # type: ignore[attr-defined]
+    return kernels

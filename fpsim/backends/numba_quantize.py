@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -31,9 +32,6 @@ from numba import prange
 from fpsim.backends import get_backend, numba_backend
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.kernels.carrier import BINARY32, spec_for
-from fpsim.quantize.mx import MXParameters
-from fpsim.quantize.nvfp4 import nvfp4_parameters
-from fpsim.quantize.schemes import Scheme
 
 __all__ = ["kernel_name", "quantize_mx", "quantize_nvfp4"]
 
@@ -307,7 +305,7 @@ def _outputs(x: np.ndarray) -> tuple[np.ndarray, ...]:
             np.empty(x.shape[0], np.uint8), np.empty(x.shape[0], np.float64))
 
 
-def quantize_mx(arr: np.ndarray, ax: int, params: MXParameters, key: int | None,
+def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None,
                 block: int = 32) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """MX quantization of ``arr`` (float32 or float64) along ``ax``: the elements'
     encodings and flags, the scales' encodings, and the input's amax."""
@@ -320,11 +318,13 @@ def quantize_mx(arr: np.ndarray, ax: int, params: MXParameters, key: int | None,
     return (*_elements_back(bits, flags, scale_bits, arr.shape, ax, groups, block), amax)
 
 
-def quantize_nvfp4(arr: np.ndarray, ax: int, scheme: Scheme, spec: Any, key: int | None,
-                   block: int = 16) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, Any]:
+def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
+                   key: int | None, block: int = 16
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, Any]:
     """NVFP4 quantization of ``arr`` (float32 or float64) along ``ax``: the elements'
     encodings and flags, the block scales' encodings, the input's amax and the tensor's
-    ``NVFP4Parameters``."""
+    parameters, which ``parameters`` gives for that amax (``fpsim.quantize.nvfp4``'s
+    ``nvfp4_parameters``; ``quantize_mx``'s ``params`` are an ``MXParameters``)."""
     rows, groups = _rows(arr, ax)
     x = _blocks(rows, block)
     bits, flags, scale_bits, amaxes = _outputs(x)
@@ -333,7 +333,7 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, scheme: Scheme, spec: Any, key: int
         view = x if long else np.asarray(x, np.float64)
         _loop(amax_loop, False, long, BLOCK=block)(_frozen(view), amaxes)
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
-    params = nvfp4_parameters(scheme, amax, spec)
+    params = parameters(amax)
     if x.size:
         encodes = np.empty(amaxes.size, np.float32)
         p = params

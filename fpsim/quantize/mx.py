@@ -7,11 +7,11 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from fpsim.backends import array_kernels
 from fpsim.formats import PRESETS
 from fpsim.kernels.blockscale import Encoding
 from fpsim.kernels.spec import Spec, make_spec
 from fpsim.quantize.blocks import Blocks
-from fpsim.quantize.kernels import array_kernels
 from fpsim.quantize.scale_rules import SCALE_RULES
 from fpsim.quantize.schemes import Scheme
 

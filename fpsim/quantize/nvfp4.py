@@ -17,10 +17,10 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from fpsim.backends import array_kernels
 from fpsim.kernels.blockscale import Encoding
 from fpsim.kernels.spec import Spec, make_spec
 from fpsim.quantize.blocks import Blocks
-from fpsim.quantize.kernels import array_kernels
 from fpsim.quantize.schemes import Scheme
 
 __all__ = ["NVFP4Parameters", "nvfp4_parameters", "scale_nvfp4"]

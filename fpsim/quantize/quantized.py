@@ -14,7 +14,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from fpsim._checks import boolean, integer
 from fpsim._elementwise import random_key
 from fpsim._inputs import as_float_array
-from fpsim.backends import get_backend_name
+from fpsim.backends import array_kernels, get_backend_name
 from fpsim.bits import from_bits
 from fpsim.formats import Format
 from fpsim.kernels.blockscale import Encoding
@@ -22,7 +22,6 @@ from fpsim.kernels.spec import make_spec
 from fpsim.quantize.blocks import Blocks
 from fpsim.quantize.blockwise import scale_blockwise
 from fpsim.quantize.current import scale_current
-from fpsim.quantize.kernels import array_kernels
 from fpsim.quantize.mx import mx_parameters, scale_mx
 from fpsim.quantize.nvfp4 import nvfp4_parameters, scale_nvfp4
 from fpsim.quantize.schemes import Scheme, scheme
@@ -265,7 +264,7 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
             tensor_scale = None
         else:
             bits, flags, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
-                arr, ax, sch, spec, key)
+                arr, ax, lambda amax: nvfp4_parameters(sch, amax, spec), key)
             tensor_scale = float(nv.global_decode)
         return Quantized(scheme=sch, axis=ax, bits=bits,
                          scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
