@@ -1,8 +1,12 @@
 """Training under each recipe preset gives the same bits on both CPU backends (NumPy's
 reference loops and Numba's kernels): the losses, every parameter and the recipes' states.
 
-The ``cupy`` backend is not covered: a recipe's quantizations run on host arrays
-(``fpsim.quantize``), and a layer on device ``cuda`` refuses a recipe (checked below).
+The ``cupy`` backend is not covered: ``fpsim.quantize`` refuses GPU arrays (under the cupy
+backend it takes host arrays, computes the scales on the host and rounds the elements on
+the device, returning host arrays), the products of ``Quantized`` operands
+(``fpsim.quantize.product``, ``fpsim.accumulation.scaled``) are computed on the host, and
+the engine copies no GPU tensor to the host; so a layer on device ``cuda`` refuses a
+recipe (checked below).
 """
 
 from __future__ import annotations

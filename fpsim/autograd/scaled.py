@@ -205,8 +205,11 @@ def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stri
 
 
 def _host(data: Any) -> None:
-    """Refuse device arrays: ``fpsim.quantize`` takes host arrays."""
+    """Refuse device arrays: ``fpsim.quantize`` takes host arrays, and products of its
+    ``Quantized`` operands run on the host; the engine copies nothing to the host."""
     if _device.device_of(data) != "cpu":
         raise NotImplementedError(
             "a scaling recipe's products are not supported on device 'cuda' yet: "
-            "fpsim.quantize takes host arrays; train on the cpu device")
+            "fpsim.quantize takes host arrays only (its Quantized holds NumPy arrays, and "
+            "the products of Quantized operands are computed on the host), and the engine "
+            "does not copy a GPU tensor to the host; train on the cpu device")
