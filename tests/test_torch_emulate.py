@@ -3,12 +3,15 @@
 model under the same policy (forward values and every gradient, bit for bit), and
 against fpsim.matmul / fpsim.round on the same data."""
 
+import contextlib
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import numpy as np  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch_cuda import assert_same_bits, grid, skip_without_cuda, torch_arithmetic  # noqa: E402
 
 import fpsim  # noqa: E402
 import fpsim.torch  # noqa: E402
@@ -247,3 +250,77 @@ def test_hostile_input():
     with pytest.raises(ValueError, match="out="):
         with fpsim.torch.emulate(torch.nn.Identity(), "mixed"):
             torch.matmul(torch.ones(2, 2), torch.ones(2, 2), out=torch.empty(2, 2))
+
+
+CUDA_POLICIES = ["mixed", "mixed,accum=fp16,order=sequential"]
+
+
+def _forward_and_backward(device, kind, policy):
+    """The MLP's or the CNN's output under ``policy`` on ``device``, from weights, input and
+    output gradient on grids (tests/torch_cuda.py), and its gradients: the output, the
+    input's gradient, and each parameter and its gradient, on the CPU."""
+    torch.manual_seed(2)
+    model = mlp() if kind == "mlp" else cnn()
+    rng = np.random.default_rng(8)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.from_numpy(grid(rng, tuple(p.shape), -4)))
+    model.to(device)
+    fpsim.torch.emulate(model, policy)
+    x = torch.from_numpy(grid(rng, (4, 12) if kind == "mlp" else (4, 2, 6, 6), -3))
+    x = x.to(device).requires_grad_()
+    y = model(x)
+    y.backward(torch.from_numpy(grid(rng, tuple(y.shape), -6)).to(device))
+    params = list(model.parameters())
+    return [t.detach().cpu() for t in (y, x.grad, *params, *(p.grad for p in params))]
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+@pytest.mark.parametrize("policy", CUDA_POLICIES)
+def test_the_cuda_comparisons_premise_torchs_arithmetic_is_order_free(kind, policy):
+    """What torch computes itself in the runs test_cuda_models_give_the_cpus_bits compares
+    (the bias's add and its gradient's sum over the batch; under "mixed", torch's own
+    binary32 products) gives the same bits in any order on any device: checked on the CPU
+    by tests/torch_cuda.py's TorchArithmetic."""
+    with torch_arithmetic() as audit:
+        _forward_and_backward("cpu", kind, policy)
+    assert audit.problems == [] and audit.checked > 0
+
+
+@contextlib.contextmanager
+def _torchs_tf32_defaults():
+    """torch's defaults, pinned: cuDNN may use TF32 (so emulate computes an fp32
+    convolution in any order with fpsim.conv2d, cuBLAS's binary32 GEMM: no cuDNN
+    algorithm of its own, Winograd or FFT, whose sums are not the convolution's), CUDA
+    matmul may not (so an fp32 matmul in any order is torch's binary32 product)."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = True, False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+@pytest.mark.parametrize("policy", CUDA_POLICIES)
+def test_cuda_models_give_the_cpus_bits(kind, policy):
+    """An emulated MLP and CNN on "cuda" give the CPU's bits: the output, the input's
+    gradient and every parameter's gradient, each bit (-0 apart from +0).
+
+    Each value is either fpsim's (the roundings to fp16; the fp16-accumulated products
+    on the cupy backend; under "mixed" the CNN's convolution and its gradients too,
+    fpsim.conv2d in any order: cuBLAS's binary32 GEMM, as _torchs_tf32_defaults says) or
+    torch's own: the bias's addition (one binary32 rounding), ReLU and its backward (no
+    rounding), the bias gradient's sum over the batch, and under "mixed" the linear
+    layers' binary32 products (cuBLAS against the CPU's BLAS, and on the CPU torch's
+    convolution). The data lie on grids on which every one of these sums is exact in
+    every order and none adds up terms that are all -0 (whose sign would be the
+    implementation's): test_the_cuda_comparisons_premise_torchs_arithmetic_is_order_free
+    checks that on the CPU run, whose values the CUDA run must reproduce step by step."""
+    skip_without_cuda()
+    cpu = _forward_and_backward("cpu", kind, policy)
+    with _torchs_tf32_defaults():
+        gpu = _forward_and_backward("cuda", kind, policy)
+    for want, got in zip(cpu, gpu, strict=True):
+        assert_same_bits(got, want)
