@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 import numpy as np  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch_cuda import assert_same_bits, grid, skip_without_cuda, torch_arithmetic  # noqa: E402
 
 import fpsim  # noqa: E402
 import fpsim.torch  # noqa: E402
@@ -259,3 +260,210 @@ def test_flush_counter_counts_fpsim_torch_gradient_roundings():
         (y * 1e-8).sum().backward()
     assert (counter.flushed, counter.nonzero) == (1, 1)  # 1e-8 is below fp16's subnormals
     assert w.grad.item() == 0.0
+
+
+# -- on CUDA tensors: the CPU's bits ----------------------------------------------------
+# Each run below is made on "cpu" and on "cuda" from the same data. The optimizers' steps
+# are SGD with a power-of-two learning rate and momentum 0.5 (each of torch's update
+# operations rounds once: lr * buf and 0.5 * buf are exact, so a fused a + lr * buf, as
+# CUDA's kernels may compute it, is the unfused one) and the loss scales are powers of
+# two; test_the_cuda_runs_premise_torchs_arithmetic_is_order_free checks on the CPU that
+# every other operation torch computes in them gives the same bits on any device.
+
+
+def _sgd(params, foreach=None, lr=2.0**-4):
+    return torch.optim.SGD(params, lr=lr, momentum=0.5, foreach=foreach)
+
+
+def _master_weights_run(device, policy, rounding=None, foreach=None):
+    """Three steps of MasterWeights over SGD from standard normal float32 weights and
+    gradients of magnitudes from 2**-30 to 2**-5 (not on a grid: fpsim rounds every value
+    the wrapper stores): the working weights, the masters and the absorbed and updated
+    counts after each."""
+    rng = np.random.default_rng(6)
+    w = torch.nn.Parameter(torch.from_numpy(rng.standard_normal((8, 64)).astype(np.float32))
+                           .to(device))
+    opt = fpsim.torch.MasterWeights([w], lambda ps: _sgd(ps, foreach), policy,
+                                    rounding=rounding, seed=3 if rounding else None)
+    steps = []
+    for _ in range(3):
+        g = rng.standard_normal((8, 64)) * 2.0 ** rng.integers(-30, -4, (8, 64))
+        w.grad = torch.from_numpy(g.astype(np.float32)).to(device)
+        opt.step()
+        steps.append((w.detach().cpu(), opt.masters[0].detach().cpu(), opt.absorbed,
+                      opt.updated))
+    return steps
+
+
+def _cnn():
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, stride=2, padding=1),
+                               torch.nn.ReLU(), torch.nn.Flatten(),
+                               torch.nn.Linear(2 * 3 * 3, 3))
+
+
+def _on_grid(model, device, seed):
+    """``model`` with weights on a grid (tests/torch_cuda.py), moved to ``device``."""
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.from_numpy(grid(rng, tuple(p.shape), -6)))
+    return model.to(device)
+
+
+def _batches(kind, device, steps=6, huge=(), tiny=False, seed=9):
+    """(input, target) pairs on grids; at the steps in ``huge`` targets beyond fp16's
+    range (infinite in fp16: the gradients overflow, a skipped step); with ``tiny`` the
+    inputs' first column (of each image, the CNN's) 2**-14 times smaller, fp16
+    subnormals: some weights' gradients are flushed or subnormal in fp16."""
+    rng = np.random.default_rng(seed)
+    for step in range(steps):
+        x = grid(rng, (4, 6) if kind == "mlp" else (4, 1, 6, 6), -3)
+        if tiny:
+            x[..., 0] *= 2.0**-14
+        t = grid(rng, (4, 3), 17 if step in huge else -4)
+        yield torch.from_numpy(x).to(device), torch.from_numpy(t).to(device)
+
+
+def _scaled_training_run(device, scaler_kind="fpsim"):
+    """Six SGD steps of an emulated MLP ("mixed,accum=fp16,order=sequential") with dynamic
+    loss scaling, the loss scaled by 2**100 more at steps 2, 3 and 5 (its gradients
+    overflow: skipped steps): the scale and the weights after each step, and the scaler's
+    state_dict. ``scaler_kind``: "fpsim" (LossScaler) or "torch" (GradScaler)."""
+    model = _on_grid(_model(1), device, 5)
+    emulation = fpsim.torch.emulate(model, "mixed,accum=fp16,order=sequential")
+    opt = _sgd(model.parameters())
+    scaler = (fpsim.torch.LossScaler(training.DynamicLossScale(2.0**8, growth_interval=2))
+              if scaler_kind == "fpsim"
+              else torch.amp.GradScaler(device, init_scale=2.0**8, growth_interval=2))
+    steps = []
+    for step, (x, t) in enumerate(_batches("mlp", device)):
+        opt.zero_grad()
+        with emulation:
+            loss = F.mse_loss(model(x), t, reduction="sum")
+        scaler.scale(loss * (2.0**100 if step in (2, 3, 5) else 1.0)).backward()
+        scaler.unscale_(opt)
+        scaler.step(opt)
+        scaler.update()
+        steps.append((scaler.get_scale(), [p.detach().cpu() for p in model.parameters()]))
+    return steps, scaler.state_dict()
+
+
+TRAINER_RUNS = [("mlp", "mixed,order=sequential", None),
+                ("cnn", "mixed,accum=fp16,order=sequential,params=fp16", "stochastic")]
+
+
+def _trainer_run(device, kind, policy, rounding):
+    """Four steps of fpsim.torch.Trainer with MasterWeights over SGD and a dynamic loss
+    scale, step 1's targets overflowing fp16's gradients: each step's report and weights,
+    and the masters at the end."""
+    model = _on_grid(_model(1) if kind == "mlp" else _cnn(), device, 7)
+    opt = fpsim.torch.MasterWeights(model.parameters(), lambda ps: _sgd(ps, lr=2.0**-10),
+                                    policy, rounding=rounding, seed=4 if rounding else None)
+    trainer = fpsim.torch.Trainer(model, opt, policy, loss_scale=training.DynamicLossScale(
+        2.0**-6, growth_interval=2))
+    steps = []
+    for x, t in _batches(kind, device, 4, huge=(1,), tiny=True):
+        report = trainer.step(lambda x=x, t=t: F.mse_loss(model(x), t, reduction="sum"))
+        steps.append((report, [p.detach().cpu() for p in model.parameters()]))
+    assert any(report.skipped for report, _ in steps)
+    return steps, [m.detach().cpu() for m in opt.masters]
+
+
+PREMISES = {
+    "master weights, fp32 masters": lambda: _master_weights_run("cpu", "mixed"),
+    "master weights, fp32 masters, foreach": lambda: _master_weights_run(
+        "cpu", "mixed", foreach=True),
+    "master weights, stochastic updates": lambda: _master_weights_run(
+        "cpu", "mixed,params=fp16", "stochastic", foreach=True),
+    "loss scaler": lambda: _scaled_training_run("cpu"),
+    "grad scaler": lambda: _scaled_training_run("cpu", "torch"),
+    **{f"trainer {kind} {policy}": (lambda k=kind, p=policy, r=rounding: _trainer_run(
+        "cpu", k, p, r)) for kind, policy, rounding in TRAINER_RUNS},
+}
+
+
+@pytest.mark.parametrize("run", PREMISES)
+def test_the_cuda_runs_premise_torchs_arithmetic_is_order_free(run):
+    """Every operation torch computes itself in the runs the CUDA tests compare gives the
+    same bits in any order on any device (tests/torch_cuda.py's TorchArithmetic: single
+    roundings, exact sums and products), but mse_loss's value, compared within binary32's
+    rounding. (SGD's foreach path, CUDA's default, is checked on the CPU too.)"""
+    with torch_arithmetic() as audit:
+        PREMISES[run]()
+    assert audit.problems == [] and audit.checked > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("policy, rounding", [("mixed", None),
+                                              ("mixed,params=fp16", "stochastic")])
+def test_cuda_master_weights_give_the_cpus_bits(policy, rounding):
+    """MasterWeights on CUDA tensors: fp32 masters beside fp16 working weights, and fp16
+    weights without masters updated by stochastic rounding (seeded). The working weights,
+    the masters and the absorbed and updated counts after each step equal the CPU's: the
+    roundings are fpsim's (the cupy backend's bits, stochastic ones keyed by seed and
+    index), the float64 SGD step torch's own single roundings (its foreach kernels on
+    CUDA, its per-tensor loop on the CPU: the same operations, see above)."""
+    skip_without_cuda()
+    cpu = _master_weights_run("cpu", policy, rounding)
+    gpu = _master_weights_run("cuda", policy, rounding)
+    for (w, m, absorbed, updated), (w_gpu, m_gpu, absorbed_gpu, updated_gpu) in zip(
+            cpu, gpu, strict=True):
+        assert_same_bits(w_gpu, w)
+        assert_same_bits(m_gpu, m)
+        assert (absorbed_gpu, updated_gpu) == (absorbed, updated)
+    assert any(absorbed for *_, absorbed, _ in cpu)  # some updates were lost
+
+
+@pytest.mark.gpu
+def test_cuda_loss_scaling_gives_the_cpus_bits_and_grad_scalers():
+    """LossScaler on CUDA tensors trains an emulated MLP through scale growths and
+    overflow backoffs to the CPU's weights and scales, bit for bit, and as
+    torch.amp.GradScaler("cuda") does (GradScaler multiplies by the reciprocal of a
+    power-of-two scale: LossScaler's division exactly); each loads the other's state_dict.
+    The model's values are fpsim's; torch's own arithmetic in the run is order-free
+    (test_the_cuda_runs_premise_torchs_arithmetic_is_order_free)."""
+    skip_without_cuda()
+    cpu, cpu_state = _scaled_training_run("cpu")
+    gpu, gpu_state = _scaled_training_run("cuda")
+    theirs, their_state = _scaled_training_run("cuda", "torch")
+    for (scale, weights), *others in zip(cpu, gpu, theirs, strict=True):
+        for other_scale, other_weights in others:
+            assert other_scale == scale
+            for got, want in zip(other_weights, weights, strict=True):
+                assert_same_bits(got, want)
+    assert len({scale for scale, _ in cpu}) > 2  # grown and backed off
+    assert gpu_state == cpu_state
+    assert {k: v for k, v in gpu_state.items() if k in their_state} == their_state
+    mine = fpsim.torch.LossScaler("dynamic")
+    mine.load_state_dict(their_state)
+    back = torch.amp.GradScaler("cuda")
+    back.load_state_dict(gpu_state)
+    assert mine.get_scale() == back.get_scale() == their_state["scale"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, policy, rounding", TRAINER_RUNS)
+def test_cuda_trainer_gives_the_cpus_reports_and_bits(kind, policy, rounding):
+    """fpsim.torch.Trainer on CUDA tensors: an MLP under "mixed" with fp32 masters (in
+    sequential order: trained weights are off the grids, so torch's own products, which
+    "mixed" in any order would use, would round in the device's order), and a CNN with
+    fp16 accumulation and fp16 weights updated by stochastic rounding, for four steps (one
+    skipped: its gradients overflow fp16). Every StepReport field equals the
+    CPU's (the counts are fpsim.training's of the same gradient bits, the norm its float64
+    sum of them on the host), but the loss, which is torch's mse_loss: its sum runs in the
+    device's order, so it is compared within binary32's rounding. The weights after each
+    step and the masters equal the CPU's bit for bit."""
+    skip_without_cuda()
+    cpu, cpu_masters = _trainer_run("cpu", kind, policy, rounding)
+    gpu, gpu_masters = _trainer_run("cuda", kind, policy, rounding)
+    for (report, weights), (got, got_weights) in zip(cpu, gpu, strict=True):
+        assert math.isclose(got.loss, report.loss, rel_tol=2.0**-16) or (
+            got.loss == report.loss or (math.isnan(got.loss) and math.isnan(report.loss)))
+        for name in ("loss_scale", "skipped", "grad_norm", "absorbed_fraction",
+                     "flushed_fraction", "activation_grads", "weight_grads"):
+            mine, theirs = getattr(got, name), getattr(report, name)
+            assert mine == theirs or (mine != mine and theirs != theirs), name
+        for a, b in zip(got_weights, weights, strict=True):
+            assert_same_bits(a, b)
+    for a, b in zip(gpu_masters, cpu_masters, strict=True):
+        assert_same_bits(a, b)
