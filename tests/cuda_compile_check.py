@@ -24,14 +24,17 @@ inputs give the same PTX and machine code, so a run whose digest has passed befo
 prints that report again (its first line says so) instead of compiling; any change
 compiles everything again, and a failing run is never kept.
 
-A control goes with every run: the fma kernel compiled with contraction left on,
-which the checks must catch. Prints a line per kernel and one for the control; exit
-status 1 if a kernel fails or the control is not caught, 3 if numba-cuda is missing.
+A control goes with every run: ``a*b + c`` compiled with contraction left on, which
+both checks (the PTX's and, where ptxas and nvdisasm are found, the machine code's) must
+catch, and inside ``no_contraction()``, which they must pass. Prints a line per kernel
+and one for the control; exit status 1 if a kernel fails or the control is not caught,
+3 if numba-cuda is missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import math
 import os
@@ -229,6 +232,32 @@ def sass_fma(ptx: str, cc: tuple, tools: tuple[str, str]) -> dict[str, int]:
     return counts
 
 
+def control(cc: tuple, tools) -> tuple[list[str], list[str]]:
+    """The checks' problems with ``a*b + c`` compiled with contraction left on, and inside
+    ``no_contraction()``."""
+    from numba import cuda
+    from numba.cuda.typing.typeof import typeof
+
+    from fpsim.backends.cuda_contraction import no_contraction
+
+    def product_sum(x, y, z, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] * y[i] + z[i]
+
+    signature = (typeof(np.zeros(2)),) * 4
+    found = []
+    for contraction_off in (False, True):
+        with no_contraction() if contraction_off else contextlib.nullcontext():
+            ptx, _ = cuda.compile_ptx(product_sum, signature, cc=cc)
+        problems = ptx_problems(ptx)
+        if tools:
+            fused = sass_fma(ptx, cc, tools)
+            problems += [f"{n} {op} in the machine code" for op, n in fused.items()]
+        found.append(problems)
+    return found[0], found[1]
+
+
 def expansion_fma(cc: tuple, tools, op: str) -> dict[str, int]:
     """Fused operations ptxas uses for one correctly rounded binary64 ``op`` ("sqrt" or
     "div")."""
@@ -349,26 +378,27 @@ def check(cc: tuple, tools, jobs: int, report=None, scope: str = "all") -> int:
         say(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}, "
             f"one div.rn.f64 {per_div}")
     expansions = (per_sqrt, per_div)
-    control = ("elementwise", "op_fma", "float64", cc, tools, expansions, False, "")
+    left_on, turned_off = control(cc, tools)
+    # Caught by each check: the PTX's (an fma), and the machine code's where it runs.
+    caught = (any(p.startswith("fma instruction") for p in left_on)
+              and (not tools or any("machine code" in p for p in left_on)) and not turned_off)
+    say(f"control, a*b + c with contraction left on: {'caught' if caught else 'MISSED'} "
+        f"({len(left_on)} problem(s)); inside no_contraction(): {len(turned_off)}")
+    for p in (left_on + turned_off)[:4]:
+        say(f"    {p}")
     chosen = [j for j in variants() if scope == "all" or j in REPRESENTATIVE]
     lean = [j for j in lean_variants() if scope == "all" or j in REPRESENTATIVE]
-    work = [control] + [(*j, cc, tools, expansions, True, "") for j in chosen]
+    work = [(*j, cc, tools, expansions, True, "") for j in chosen]
     work += [(*j[:3], cc, tools, expansions, True, j[3]) for j in lean]
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = pool.map(check_variant, work)
-        name, problems, seconds = next(results)
-        caught = bool(problems)
-        say(f"control, {name} with contraction left on: "
-            f"{'caught' if caught else 'MISSED'} ({len(problems)} problem(s))")
-        for p in problems[:3]:
-            say(f"    {p}")
         for name, problems, seconds in results:
             say(f"{name}: {len(problems)} problem(s), compiled in {seconds:.1f} s")
             for p in problems[:5]:
                 say(f"    {p}")
             failed += bool(problems)
-    say(f"{len(work) - 1} kernels, {failed} with problems")
+    say(f"{len(work)} kernels, {failed} with problems")
     return 1 if failed or not caught else 0
 
 

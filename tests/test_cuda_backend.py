@@ -141,7 +141,7 @@ def test_a_planted_launch_bound_bug_is_caught(bug):
 @pytest.fixture(scope="module")
 def compile_check():
     """One offline build of every kernel for compute capability 9.0 (the H100), with
-    its control: the fma kernel compiled with contraction left on."""
+    its control: a*b + c compiled with contraction left on and inside no_contraction()."""
     if importlib.util.find_spec("numba_cuda") is None:
         pytest.skip("numba-cuda is not installed (it comes with the test and gpu extras)")
     result = run("cuda_compile_check.py", *COMPILE_ARGS)
