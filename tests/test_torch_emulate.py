@@ -287,6 +287,34 @@ def test_the_cuda_comparisons_premise_torchs_arithmetic_is_order_free(kind, poli
     assert audit.problems == [] and audit.checked > 0
 
 
+def test_the_premise_check_finds_arithmetic_that_depends_on_the_device():
+    """TorchArithmetic refuses what could give other bits on another device: inexact sums
+    (random data), sums of terms all -0, ReLU of -0, a + alpha * b and division whose
+    operand is not a power of two, and operations it does not know."""
+    rng = np.random.default_rng(0)
+    a, b = (torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+            for shape in ((3, 40), (40, 2)))
+    cases = {
+        "inexact": lambda: a @ b,
+        "all -0": lambda: torch.zeros(2, 3) @ -torch.ones(3, 1),
+        "relu of -0": lambda: torch.relu(torch.tensor([-0.0, 1.0])),
+        "alpha": lambda: torch.ones(2).add_(torch.ones(2), alpha=0.1),
+        "div": lambda: torch.ones(2) / 3.0,
+        "unknown": lambda: torch.exp(torch.ones(2)),
+        "conv, inexact": lambda: F.conv2d(a[:2].reshape(1, 2, 4, 10),
+                                          a[2, :18].reshape(1, 2, 3, 3)),
+    }
+    for name, run in cases.items():
+        with torch_arithmetic() as audit:
+            run()
+        assert len(audit.problems) == 1, name
+    with torch_arithmetic() as audit:  # exact, and one +0 term among -0 ones: +0 anyway
+        torch.tensor([[0.0, 0.0]]) @ torch.tensor([[-1.0], [1.0]])
+        torch.tensor([0.5, 0.25, -0.125]).sum()
+        torch.relu(torch.tensor([0.0, -1.0]))
+    assert audit.problems == [] and audit.checked == 3
+
+
 @contextlib.contextmanager
 def _torchs_tf32_defaults():
     """torch's defaults, pinned: cuDNN may use TF32 (so emulate computes an fp32
