@@ -215,6 +215,32 @@ def test_scale_underflow_of_binary32_scales_per_row_and_per_block(act):
     assert (e.blocks, e.scale_underflow, e.flushed, e.amax) == (3, 1, 16, 3.0)
 
 
+def test_nvfp4_telemetry_scale_includes_the_tensor_scale_and_evaluation_can_be_left_out():
+    rng = np.random.default_rng(1)
+    x = np.asarray(fpsim.round(rng.normal(size=(4, 32)) * 3.0, "bf16"))
+    w = nn.Parameter(rng.normal(size=(16, 32)))
+    policy = parse("nvfp4,keep=none")
+    for evaluation in (True, False):
+        with training.RecipeMonitor(evaluation=evaluation) as monitor:
+            with policy, fpsim.no_grad():  # an evaluation's forward pass
+                F.linear(fpsim.tensor(x), w)
+        assert len(monitor.steps) == evaluation
+    events = []
+    from fpsim.precision.scaling import observers
+
+    observers.append(events.append)
+    try:
+        with policy:
+            F.linear(fpsim.tensor(x), w)
+    finally:
+        observers.remove(events.append)
+    act = next(e for e in events if e.category == "act")
+    q = fpsim.quantize(x, "nvfp4")
+    assert act.scale == float(np.max(q.scales)) * q.tensor_scale  # element * block * tensor
+    # The tensor's largest block maps its amax near 6 (its UE4M3 scale is rounded).
+    assert abs(act.scale * 6.0 / act.amax - 1) < 2.0**-3
+
+
 def test_stochastic_rounding_of_nvfp4_gradients_follows_the_policys_seed():
     rng = np.random.default_rng(0)
     x, g = rng.normal(size=(16, 32)), rng.normal(size=(16, 16)) * 1e-3

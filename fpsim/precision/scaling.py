@@ -47,7 +47,8 @@ class QuantizationEvent:
     amax : float
         The largest magnitude quantized (NaN ignored).
     scale : float
-        The largest decode scale (``element * scale`` is the value).
+        The largest decode scale (``element * scale`` is the value; NVFP4's block scale
+        times its tensor scale).
     saturated, flushed : int
         Elements whose rounding overflowed and was clamped to the format's largest value;
         nonzero values that became zero.
@@ -454,9 +455,11 @@ def _notify(owner: Any, category: str, s: Scaling, op: Operand | None, flags: An
         # A per-tensor decode scale below binary32's normals (its scale near FLT_MAX).
         underflow = int(bool(amax > 0 and 0 <= abs(float(scales[0, 0])) < 2.0 ** -126))
         blocks = 1
+    scale = float(np.nanmax(scales)) if np.size(scales) else 1.0
+    if q is not None and q.tensor_scale is not None:  # NVFP4: element * block * tensor scale
+        scale *= q.tensor_scale
     event = QuantizationEvent(
-        owner=owner, category=category, scaling=s, amax=amax,
-        scale=float(np.nanmax(scales)) if np.size(scales) else 1.0, saturated=saturated,
+        owner=owner, category=category, scaling=s, amax=amax, scale=scale, saturated=saturated,
         flushed=flushed, scale_underflow=underflow, size=int(np.size(values)), blocks=blocks,
         state=state)
     for observe in list(observers):

@@ -349,6 +349,9 @@ class RecipeMonitor:
     ----------
     model : Module, optional
         Names the layers; without it, ``repr`` of the weight's id.
+    evaluation : bool, default True
+        Whether quantizations under ``fpsim.no_grad()`` (an evaluation's forward passes)
+        count; False keeps the training steps' alone.
 
     Attributes
     ----------
@@ -377,7 +380,10 @@ class RecipeMonitor:
     [False, False, True]
     """
 
-    def __init__(self, model: Any = None) -> None:
+    def __init__(self, model: Any = None, evaluation: bool = True) -> None:
+        from fpsim._checks import boolean
+
+        self.evaluation = boolean(evaluation, "evaluation")
         self.names: dict[int, str] = {}
         """The model's parameters' names, by the ``id`` of each parameter."""
         if model is not None:
@@ -389,6 +395,11 @@ class RecipeMonitor:
         return self.names.get(id(owner), f"tensor@{id(owner):x}")
 
     def __call__(self, event: Any) -> None:
+        if not self.evaluation:
+            from fpsim.autograd.tensor import grad_enabled
+
+            if not grad_enabled():
+                return
         self._open.setdefault((self._name(event.owner), event.category), []).append(event)
 
     def end_step(self, params: Any = None) -> None:
