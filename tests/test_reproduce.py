@@ -536,3 +536,44 @@ def test_final_metrics_lists_the_diverged_runs_apart():
         "(6.6865); final metric 7952.25\n"
         "- char_lstm/no_master, seed 1: the weights are not finite")
     assert "more than 10 times its first" in text and "fewer than 3 such runs" in text
+
+
+def test_the_fp8_group_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
+    """The FP8 and FP4 recipes' studies (behind --only fp8), on a few of their policies."""
+    from fpsim.experiments import fp8_recipes, fp8_telemetry
+
+    assert "fp8" not in command.STUDIES and command.expand(["fp8", "loss_scale"]) == [
+        "fp8_recipes", "fp8_telemetry", "loss_scale"]
+    assert command.parser().parse_args(["--only", "fp8"]).only == ["fp8"]
+    monkeypatch.setattr(fp8_recipes, "RECIPES", ("fp8_hybrid_delayed", "fp8_hybrid_current",
+                                                 "nvfp4"))
+    monkeypatch.setattr(fp8_recipes, "PIECES", ("nvfp4_no_rht",))
+    monkeypatch.setattr(fp8_telemetry, "RECIPES", ("fp8_hybrid_delayed", "nvfp4"))
+    s = Session(out=tmp_path, seeds=1, tasks=("digits_mlp",), policies=("fp32", "mixed"))
+    command.reproduce(s, command.expand(["fp8"]))
+    saved = json.loads((tmp_path / "results.json").read_text())
+    results.check_results(saved)
+    study = saved["studies"]["fp8_recipes"]
+    assert [r["policy"] for r in study["rows"]] == [
+        "fp32", "mixed", "fp8_hybrid_delayed", "fp8_hybrid_current", "nvfp4", "nvfp4_no_rht"]
+    assert {(v["policy"], v["baseline"]) for v in study["verdicts"]} >= {
+        ("nvfp4", "fp32"), ("nvfp4", "mixed"), ("nvfp4_no_rht", "nvfp4"),
+        ("fp8_hybrid_delayed", "fp8_hybrid_current")}
+    assert all(v["verdict"].startswith("undecided: 1 seed") for v in study["verdicts"])
+    runs = {(r["policy"], r["seed"]): r for r in saved["runs"]}
+    telemetry = saved["studies"]["fp8_telemetry"]["tasks"]["digits_mlp"]
+    for p in ("fp8_hybrid_delayed", "nvfp4"):
+        # The monitored run is the study's seed-0 run, bit for bit: watching changes nothing.
+        assert telemetry[p]["value"] == runs[(p, 0)]["value"]
+        act = telemetry[p]["tensors"]["layers.0.weight/act"]
+        assert act["steps"] == 6 and act["step"] == list(range(1, 7))
+        assert all(0 <= v <= 1 for v in act["saturated"] + act["flushed"])
+    # nvfp4 keeps the last layer in bf16: no quantization of it.
+    assert not any(k.startswith("layers.2") for k in telemetry["nvfp4"]["tensors"])
+    delayed = telemetry["fp8_hybrid_delayed"]["tensors"]["layers.2.weight/grad"]
+    assert delayed["scale"][0] == 1.0  # delayed scales start at 1
+    markdown = (tmp_path / "results.md").read_text()
+    for name in ("fp8_recipes", "fp8_telemetry"):
+        assert f"## {command.study(name).TITLE}" in markdown
+        for f in saved["studies"][name]["figures"]:
+            assert (tmp_path / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

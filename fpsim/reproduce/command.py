@@ -28,14 +28,25 @@ from fpsim.sweep.task import gpu_identity
 # which is the repository's experiments/ folder).
 STUDIES = ("final_metrics", "training_curves", "gradient_histograms", "lost_updates",
            "loss_scale", "gradient_scale", "accumulation_error", "gradient_error")
+#: Studies run only when ``--only`` names them or their group: the FP8 and FP4 recipes
+#: (an hour and more of training on two cores, beyond ``--quick``'s ten minutes).
+OPTIONAL = ("fp8_recipes", "fp8_telemetry")
+#: ``--only`` names for several studies.
+GROUPS = {"fp8": OPTIONAL}
 SEEDS = {"quick": 2, "full": 3}
 
 
 def study(name: str):
     """The module of study ``name``."""
-    if name not in STUDIES:
-        raise ValueError(f"unknown study {name!r}; known studies: {', '.join(STUDIES)}")
+    if name not in (*STUDIES, *OPTIONAL):
+        raise ValueError(f"unknown study {name!r}; known studies: "
+                         f"{', '.join((*STUDIES, *OPTIONAL))}")
     return importlib.import_module(f"fpsim.experiments.{name}")
+
+
+def expand(names: list[str]) -> list[str]:
+    """Study names with each group (``GROUPS``) replaced by its studies, each once."""
+    return list(dict.fromkeys(s for n in names for s in GROUPS.get(n, (n,))))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,8 +70,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=None,
                    help=f"seeds per configuration (default: {SEEDS['quick']} quick, "
                         f"{SEEDS['full']} full)")
-    p.add_argument("--only", nargs="+", metavar="NAME", choices=STUDIES,
-                   help=f"run only these studies: {', '.join(STUDIES)}")
+    p.add_argument("--only", nargs="+", metavar="NAME", choices=[*STUDIES, *OPTIONAL, *GROUPS],
+                   help=f"run only these studies: {', '.join(STUDIES)}; or fp8 (the FP8 "
+                        f"and FP4 recipes: {', '.join(OPTIONAL)}), which runs only when "
+                        "named")
     p.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS),
                    metavar="TASK", help=f"tasks to train (default: all of {', '.join(TASKS)})")
     p.add_argument("--policies", nargs="+", choices=[*ABLATIONS, *NATIVE_ABLATIONS],
@@ -126,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with one_thread():
-            reproduce(session, list(args.only or STUDIES))
+            reproduce(session, expand(args.only or list(STUDIES)))
     except KeyboardInterrupt:
         print(f"\ninterrupted; finished runs are kept in {session.cache.root}: run the same "
               "command again to continue", file=sys.stderr)

@@ -7,7 +7,8 @@ from pathlib import Path
 COLORS = {
     "fp32": "#222222", "mixed": "#1f77b4", "no_master": "#d62728",
     "no_loss_scaling": "#ff7f0e", "fp16_accum": "#9467bd", "bf16": "#2ca02c",
-    "native_fp16": "#17becf",
+    "native_fp16": "#17becf", "fp8_hybrid_delayed": "#8c564b", "fp8_hybrid_current": "#e377c2",
+    "mxfp8": "#bcbd22", "nvfp4": "#393b79", "fp8_blockwise": "#637939",
 }
 
 
