@@ -1,5 +1,5 @@
-"""Benchmarks: ``python -m fpsim.bench [elementwise|first|matmul|train|quantize|torch]``
-(all by default: each but quantize, whose rows elementwise has, and torch).
+"""Benchmarks: ``python -m fpsim.bench [elementwise|first|matmul|train|quantize]``
+(all by default: each but quantize, whose rows elementwise has).
 
 elementwise: million elements per second of ``round`` in every mode and of
 add, mul and fma, beside the same run's ``np.copyto`` and float16 round-trip
@@ -8,8 +8,9 @@ the first ``x.copy()``, as ratios to the steady call. matmul: emulated matrix
 products beside float32 ``np.matmul`` of the same shape, as time ratios. train:
 one training step of the digits MLP and a small CNN under emulated policies, as
 time ratios to the same step in plain float32 (no emulation). quantize: elementwise's
-rows of MXFP8 and NVFP4 quantization, the copy and ml_dtypes' casts alone. torch (not in
-all): fpsim.torch.round of a 4096x4096 tensor beside fpsim.round of the same memory.
+rows of MXFP8 and NVFP4 quantization, the copy and ml_dtypes' casts alone. The torch
+bridge's benchmark is its own (``python -m fpsim.torch.bench``: nothing in fpsim imports
+the bridge).
 Medians over repeats, timed in pairs with their reference; the machine is shared and noisy.
 """
 
@@ -621,24 +622,10 @@ def run_training_on_device(repeats: int = 5) -> list[tuple[str, str, float]]:
     return rows
 
 
-def _bench_torch(repeats: int, n: int = 4096) -> int:
-    """``fpsim bench torch``: the bridge's overhead (``fpsim.torch.bench``)."""
-    from fpsim.torch.bench import run as run_torch  # needs the torch extra
-
-    print(f"fpsim {fpsim.__version__}, fpsim.torch.round of a {n}x{n} float32 tensor beside "
-          f"fpsim.round of the same memory, median of {repeats} pairs")
-    print(machine(False))
-    print(f"{'format':9} {'mode':13} {'numpy ms':>9} {'torch ms':>9} {'x numpy':>8}")
-    for fmt, mode, numpy_ms, torch_ms, ratio in run_torch(n, repeats):
-        print(f"{fmt:9} {mode:13} {numpy_ms:9.2f} {torch_ms:9.2f} {ratio:8.3f}")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fpsim bench", description=__doc__.splitlines()[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=["all", "elementwise", "first", "matmul", "train", "torch",
-                                 "quantize"])
+                        choices=["all", "elementwise", "first", "matmul", "train", "quantize"])
     parser.add_argument("-n", type=int, default=10_000_000, help="elements (default 10M)")
     parser.add_argument("--repeats", type=int, default=7, help="timed repeats (median)")
     parser.add_argument("--sizes", default="512,1024", help="matmul sizes (default 512,1024)")
@@ -692,8 +679,6 @@ def main(argv: list[str] | None = None) -> int:
             print("\none emulated mixed-precision step on the GPU, profiled:")
             print(profile_step())
         return 0
-    if args.which == "torch":
-        return _bench_torch(args.repeats)
     gpu = args.backend == "cupy"
     print(f"fpsim {fpsim.__version__}, backend {args.backend}, median of {args.repeats}, "
           "each timed in pairs with its reference")

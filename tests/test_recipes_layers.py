@@ -154,3 +154,26 @@ def test_kept_layers_compute_as_without_the_recipe():
     with parse("bf16"):
         assert np.array_equal(kept_out.data, model[0](x).data)
         assert not np.array_equal(quantized.data, model[4](np.ones((3, 8))).data)
+
+
+def test_a_kept_lstm_keeps_every_weight_and_modules_are_named_as_in_torch():
+    nn.manual_seed(0)
+
+    class Model(nn.Module):
+        def __init__(self):
+            self.rnn = nn.LSTM(3, 4, num_layers=2)
+            self.heads = [nn.ReLU(), nn.Linear(4, 2)]
+
+    model = Model()
+    assert [n for n, _ in model.named_modules()] == ["", "rnn", "heads.0", "heads.1"]
+    assert [m for _, m in model.named_modules()] == list(model.modules())
+    policy = parse("fp8_hybrid_current,keep=first")
+    model.to(policy)
+    weights = [getattr(model.rnn, f"weight_{k}_l{i}") for i in (0, 1) for k in ("ih", "hh")]
+    assert all(kept(policy.recipe, w) for w in weights)
+    assert not kept(policy.recipe, model.heads[1].weight)
+    assert not any(kept(policy.recipe, b) for b in (model.rnn.bias_ih_l0, model.heads[1].bias))
+    policy = parse("fp8_hybrid_current,keep=heads.1")
+    model.to(policy)
+    assert kept(policy.recipe, model.heads[1].weight)
+    assert not kept(policy.recipe, model.rnn.weight_ih_l0)

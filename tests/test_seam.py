@@ -130,3 +130,13 @@ def test_no_import_cycles():
     for node in graph:
         if node not in state:
             visit(node, [node])
+
+
+def test_nothing_in_fpsim_imports_the_torch_bridge():
+    for path in ROOT.rglob("*.py"):
+        name = module_name(path)
+        if name.startswith("fpsim.torch"):
+            continue
+        bad = {m for m in imports_of(path) if m == "fpsim.torch" or
+               m.startswith("fpsim.torch.")}
+        assert not bad, f"{name} imports {sorted(bad)}: the bridge sits on top of fpsim"

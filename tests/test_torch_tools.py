@@ -1,5 +1,6 @@
-"""The comparison with torch.autocast (python -m fpsim.torch.autocast) and fpsim bench
-torch run, on small sizes; docs/torch.md quotes their full runs."""
+"""The comparison with torch.autocast (python -m fpsim.torch.autocast) and the bridge's
+benchmark (python -m fpsim.torch.bench), on small sizes; docs/torch.md quotes their full
+runs."""
 
 import json
 
@@ -7,7 +8,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fpsim import bench  # noqa: E402
 from fpsim.torch import autocast  # noqa: E402
 from fpsim.torch import bench as torch_bench  # noqa: E402
 
@@ -33,5 +33,8 @@ def test_the_bridge_benchmark_runs(capsys):
     assert [(fmt, mode) for fmt, mode, *_ in rows] == list(torch_bench.CASES)
     assert all(numpy_ms > 0 and torch_ms > 0 and ratio > 0
                for _, _, numpy_ms, torch_ms, ratio in rows)
-    assert bench._bench_torch(1, n=64) == 0
+    assert torch_bench.main(["-n", "64", "--repeats", "1"]) == 0
     assert "x numpy" in capsys.readouterr().out
+    for bad in (["-n", "0"], ["--repeats", "0"], ["-n", "x"]):
+        with pytest.raises(SystemExit):
+            torch_bench.main(bad)

@@ -67,6 +67,10 @@ class Linear(Module):
         self.bias = Parameter(init.uniform((out_features,), bound)) if boolean(
             bias, "bias") else None
 
+    def product_weights(self) -> list[Parameter]:
+        """``[weight]``: the product's weight."""
+        return [self.weight]
+
     def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.linear(x, weight, bias)``.
 
@@ -130,6 +134,10 @@ class Conv2d(Module):
             bias, "bias") else None
         self.stride = integer_pair(stride, "stride", 1)
         self.padding = integer_pair(padding, "padding", 0)
+
+    def product_weights(self) -> list[Parameter]:
+        """``[weight]``: the product's weight."""
+        return [self.weight]
 
     def forward(self, x: TensorLike) -> Tensor:
         """``fpsim.nn.functional.conv2d(x, weight, bias, stride, padding)``.

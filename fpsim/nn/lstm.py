@@ -59,6 +59,11 @@ class LSTM(Module):
                                  ("bias_ih", (4 * hidden_size,)), ("bias_hh", (4 * hidden_size,))):
                 setattr(self, f"{name}_l{layer}", Parameter(init.uniform(shape_, bound)))
 
+    def product_weights(self) -> list[Parameter]:
+        """Every ``weight_ih_lk`` and ``weight_hh_lk``, by layer."""
+        return [getattr(self, f"weight_{k}_l{i}") for i in range(self.num_layers)
+                for k in ("ih", "hh")]
+
     def forward(self, x: TensorLike, state: tuple[TensorLike, TensorLike] | None = None
                 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """Run the sequence ``x`` through every layer.

@@ -143,6 +143,27 @@ class Module:
                 if isinstance(m, Module):
                     yield from m.modules()
 
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """Every module as (dotted name, module), in ``modules()`` order; this one is "".
+
+        Yields
+        ------
+        tuple of (str, Module)
+        """
+        yield prefix.rstrip("."), self
+        for name, value in vars(self).items():
+            children = ([(f"{name}.{i}", m) for i, m in enumerate(value)]
+                        if isinstance(value, (list, tuple)) else [(name, value)])
+            for child, m in children:
+                if isinstance(m, Module):
+                    yield from m.named_modules(f"{prefix}{child}.")
+
+    def product_weights(self) -> list[Parameter]:
+        """The weights this module's own products (GEMMs) take: none for a module
+        without products; Linear and Conv2d give ``weight``, LSTM every
+        ``weight_ih_l*`` and ``weight_hh_l*``."""
+        return []
+
     def train(self, mode: bool = True) -> Module:
         """Set training mode (``mode``) on this module and every sub-module.
 
@@ -219,7 +240,8 @@ class Module:
             for name in getattr(m, "_buffer_names", ()):
                 setattr(m, name, numerics.round(getattr(m, name), policy.reduce, policy))
             m.policy = policy
-        scaling.bind(self, policy)  # the layers a recipe keeps in higher precision
+        # the layers a recipe keeps in higher precision
+        scaling.bind([(n, m.product_weights()) for n, m in self.named_modules()], policy)
         return self
 
     def _move(self, device: str) -> Module:

@@ -206,38 +206,41 @@ def advance(params: Iterable[Any]) -> None:
             state.update()
 
 
-def bind(model: Any, policy: Policy) -> None:
-    """Mark the layers ``policy``'s recipe keeps in higher precision (``Recipe.keep``):
-    ``first``/``last``/``firstN``/``lastN`` count the layers with products (Linear,
-    Conv2d, LSTM) in ``model.modules()`` order; other names are modules' dotted names.
+def bind(layers: list[tuple[str, list[Any]]], policy: Policy) -> None:
+    """Mark the layers ``policy``'s recipe keeps in higher precision (``Recipe.keep``).
+
+    ``layers`` are a model's modules in ``modules()`` order, each as its dotted name and
+    the weights of its products (empty for a module without products; ``Module.to``
+    passes them). ``first``/``last``/``firstN``/``lastN`` count the layers with products
+    (Linear, Conv2d, LSTM); other names are modules' dotted names.
 
     Raises
     ------
     ValueError
-        A name that is no module of ``model``, or more layers than it has.
+        A name that is no module of the model, or more layers than it has.
     """
     recipes = {p.recipe for p in (policy, *(sub for _, sub in policy.overrides))
                if p.recipe is not None and p.recipe.keep}
     if not recipes:
         return
-    layers = _gemm_layers(model)
-    names = dict(_named_modules(model))
+    gemm = [weights for _, weights in layers if weights]
+    names = dict(layers)
     for r in recipes:
-        chosen: list[Any] = []
+        chosen: list[list[Any]] = []
         for token in r.keep:
             if token.startswith(("first", "last")) and token.rstrip("0123456789") in (
                     "first", "last"):
                 count = int(token[len(token.rstrip("0123456789")):] or 1)
-                if count > len(layers):
-                    raise ValueError(f"keep={token}: the model has {len(layers)} layers with "
+                if count > len(gemm):
+                    raise ValueError(f"keep={token}: the model has {len(gemm)} layers with "
                                      "products")
-                chosen += layers[:count] if token.startswith("first") else layers[-count:]
+                chosen += gemm[:count] if token.startswith("first") else gemm[-count:]
             elif token in names:
                 chosen.append(names[token])
             else:
                 raise ValueError(f"keep={token}: no module of that name; the model's: "
                                  f"{', '.join(n for n in names if n)}")
-        _KEPT.setdefault(r, weakref.WeakSet()).update(w for m in chosen for w in _weights(m))
+        _KEPT.setdefault(r, weakref.WeakSet()).update(w for ws in chosen for w in ws)
 
 
 def kept(recipe: Recipe, weight: Any) -> bool:
@@ -247,36 +250,6 @@ def kept(recipe: Recipe, weight: Any) -> bool:
         return held is not None and weight in held
     except TypeError:  # not a weakly referable weight (an array): no layer of a model
         return False
-
-
-def _named_modules(model: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
-    from fpsim.nn.module import Module
-
-    yield prefix.rstrip("."), model
-    for name, value in vars(model).items():
-        children = ([(f"{name}.{i}", m) for i, m in enumerate(value)]
-                    if isinstance(value, (list, tuple)) else [(name, value)])
-        for child_name, m in children:
-            if isinstance(m, Module):
-                yield from _named_modules(m, f"{prefix}{child_name}.")
-
-
-def _gemm_layers(model: Any) -> list[Any]:
-    return [m for m in model.modules() if _weights(m)]
-
-
-def _weights(module: Any) -> list[Any]:
-    """The weights of a layer's products (Linear, Conv2d: ``weight``; LSTM: every
-    ``weight_ih_l*`` and ``weight_hh_l*``)."""
-    from fpsim.nn.layers import Conv2d, Linear
-    from fpsim.nn.lstm import LSTM
-
-    if isinstance(module, (Linear, Conv2d)):
-        return [module.weight]
-    if isinstance(module, LSTM):
-        return [getattr(module, f"weight_{k}_l{i}") for i in range(module.num_layers)
-                for k in ("ih", "hh")]
-    return []
 
 
 @dataclass(frozen=True)
