@@ -1,12 +1,11 @@
 """Training under each recipe preset gives the same bits on both CPU backends (NumPy's
 reference loops and Numba's kernels): the losses, every parameter and the recipes' states.
 
-The ``cupy`` backend is not covered: ``fpsim.quantize`` refuses GPU arrays (under the cupy
-backend it takes host arrays, computes the scales on the host and rounds the elements on
-the device, returning host arrays), the products of ``Quantized`` operands
-(``fpsim.quantize.product``, ``fpsim.accumulation.scaled``) are computed on the host, and
-the engine copies no GPU tensor to the host; so a layer on device ``cuda`` refuses a
-recipe (checked below).
+The ``cupy`` backend (device "cuda") is covered by ``tests/test_recipes_device.py``: there
+``fpsim.quantize`` takes CuPy arrays and every step of a recipe runs on the device, checked
+against the CPU in Numba's CUDA simulator (not yet on a GPU). What still runs on the host
+only, a block-scaled instruction as the recipe's ``gemm``, is refused on the device
+(checked below).
 """
 
 from __future__ import annotations
@@ -52,14 +51,16 @@ def test_each_preset_trains_to_the_same_bits_on_both_cpu_backends(preset):
         assert not np.any(np.signbit(a) != np.signbit(b))
 
 
-def test_a_recipe_on_a_device_array_is_refused():
-    import fpsim.autograd.scaled as scaled
-
-    class Device:  # what _device.device_of reports for a CuPy array
-        pass
-
+def test_a_block_scaled_gemm_on_a_device_array_is_refused():
+    from dataclasses import replace
     from unittest import mock
 
-    with mock.patch.object(scaled._device, "device_of", return_value="cuda"), \
-            pytest.raises(NotImplementedError, match="not supported on device 'cuda'"):
-        scaled._host(Device())
+    import fpsim.precision.scaling as scaling
+
+    r = replace(RECIPES["mxfp8"], gemm="B200_MXF8F6F4")
+    q = fpsim.quantize(np.ones((2, 32)), "mxfp8_e4m3")
+    op = scaling.Operand(q.values, q.scheme.element, None, 32, q)
+    policy = fpsim.precision.parse("mxfp8")
+    with mock.patch.object(scaling._device, "array_module", return_value=object()), \
+            pytest.raises(NotImplementedError, match="B200_MXF8F6F4.*host only.*'cuda'"):
+        scaling.product(op, op, policy, r, ("act", "weight"))

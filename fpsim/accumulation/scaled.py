@@ -22,6 +22,7 @@ the NumPy reference backend on whole arrays, on the host.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -244,7 +245,8 @@ def promoted_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: BlockFMA,
     Returns
     -------
     numpy.ndarray
-        The (..., M, N) result, binary32 values.
+        The (..., M, N) result, binary32 values (CuPy in, CuPy out: computed on the
+        device by the ``cupy`` backend; the scales' checks read one answer per chunk).
 
     Raises
     ------
@@ -270,8 +272,7 @@ def promoted_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: BlockFMA,
                          f"are applied at the promotion), got {model!r}")
     xp = array_module([a, b])
     dtype = result_dtype(a, b, np.float32)
-    x, y, sx, sy = (np.asarray(xp.asnumpy(v) if xp is not np else v, dtype=np.float64)
-                    for v in (a, b, scale_a, scale_b))
+    x, y, sx, sy = (xp.asarray(v, dtype=np.float64) for v in (a, b, scale_a, scale_b))
     if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
         raise ValueError(f"K must be A's last and B's second-last dimension, got A of shape "
                          f"{x.shape} and B of shape {y.shape}")
@@ -287,14 +288,13 @@ def promoted_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: BlockFMA,
         if bad >= 0:
             raise ValueError(f"{name} hold {host_value(flat[bad])!r}, not a binary32 value")
         for lo in range(0, k_len, every):
-            chunk = np.moveaxis(s, k_axis, -1)[..., lo:lo + every]
-            if not np.array_equal(chunk, np.broadcast_to(chunk[..., :1], chunk.shape),
-                                  equal_nan=True):
+            chunk = xp.moveaxis(s, k_axis, -1)[..., lo:lo + every]
+            if not bool(xp.array_equal(chunk, xp.broadcast_to(chunk[..., :1], chunk.shape),
+                                       equal_nan=True)):
                 raise ValueError(f"{name} change within the chunk of K {lo}..{lo + every - 1}: "
                                  f"promote_every={every} must not cross a scale block")
     shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
-    acc = initial(c if c is None or xp is np else xp.asnumpy(xp.asarray(c)), shape, fp32,
-                  spec, np)
+    acc = initial(c if c is None else xp.asarray(c), shape, fp32, spec, xp)
     chunk_model = model.with_promotion(None)
     with np.errstate(all="ignore"):
         for lo in range(0, k_len, every):
@@ -302,12 +302,11 @@ def promoted_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: BlockFMA,
             # fp32(scale_a * scale_b): exact in binary64, rounded once (FMUL).
             scale = round_to(sx[..., :, lo][..., :, None] * sy[..., lo, :][..., None, :],
                              fp32)
-            acc = np.asarray(fma(np.asarray(part, np.float64), scale, acc, fp32), np.float64)
-    result = as_dtype(acc, dtype)
-    return result if xp is np else xp.asarray(result)
+            acc = xp.asarray(fma(xp.asarray(part, np.float64), scale, acc, fp32), np.float64)
+    return as_dtype(acc, dtype)
 
 
-def _chain(k: dict[str, Any], a2: Any, b3: Any, sa2: Any, sb3: Any, acc: Any,
+def _chain(k: Mapping[str, Any], a2: Any, b3: Any, sa2: Any, sb3: Any, acc: Any,
            model: BlockScaledFMA) -> Any:
     """The instructions chained over K: (rows, K), (groups, K, N) elements and scales in,
     the (rows, N) result of the last instruction out."""
@@ -344,7 +343,7 @@ def _chain(k: dict[str, Any], a2: Any, b3: Any, sa2: Any, sb3: Any, acc: Any,
     return c.reshape(acc.shape)
 
 
-def _scaled_products(k: dict[str, Any], a: Any, b: Any, e_a: Any, e_b: Any, c: Any, cols: range,
+def _scaled_products(k: Mapping[str, Any], a: Any, b: Any, e_a: Any, e_b: Any, c: Any, cols: range,
                      hw: Any) -> tuple[Any, Any]:
     """``kind::mxf8f6f4`` (MMA-Sim's ``st_fdpa``): each product's exponent plus its two
     E8M0 scales' exponents; c and the products aligned together and cut toward zero."""
@@ -364,7 +363,7 @@ def _scaled_products(k: dict[str, Any], a: Any, b: Any, e_a: Any, e_b: Any, c: A
     return total, align
 
 
-def _scaled_groups(k: dict[str, Any], a: Any, b: Any, scale_a: tuple[Any, Any],
+def _scaled_groups(k: Mapping[str, Any], a: Any, b: Any, scale_a: tuple[Any, Any],
                    scale_b: tuple[Any, Any], c: Any, cols: range, group: int, hw: Any,
                    t_s: int) -> tuple[Any, Any]:
     """``kind::mxf4``/``mxf4nvf4`` (MMA-Sim's ``gst_fdpa``): each group's exact sum times

@@ -6,6 +6,12 @@ gradient ``dX = dY W`` takes dY rowwise (``grad``) and W columnwise; the weight 
 ``dW = dY^T X`` takes dY and X columnwise (after the recipe's Hadamard transform, if any)
 and rounds its result per ``wgrad``. Weights are quantized from their own values (the
 master copy) once per step. ``docs/training.md`` ("FP8 and FP4 recipes") states the rules.
+
+On device ``"cuda"`` every step runs on the device, by the ``cupy`` backend's kernels
+(``fpsim.quantize`` of CuPy arrays); each quantization reads its amax back to the host
+(a delayed scaling's history, NVFP4's tensor scale). A block-scaled instruction as the
+recipe's ``gemm`` (``fpsim.hw.BLOCK_SCALED``) is computed on the host only: refused on the
+device.
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ class Gemms:
         s: Scaling | None = getattr(self.r, category)
         if s is None:
             return scaling.plain(rows, self.p.compute)
-        return scaling.quantize(np.ascontiguousarray(rows), s, self.p, self.w, category, key)
+        return scaling.quantize(_device.array_module(rows).ascontiguousarray(rows), s, self.p,
+                                self.w, category, key)
 
     def columns(self, held: Operand, rows: Any, category: str) -> Operand:
         """The columnwise operand of a tensor quantized rowwise as ``held`` (``rows``: its
@@ -71,7 +78,8 @@ class Gemms:
             raise ValueError(f"rht={self.r.rht}: the weight gradient's reduction axis has {k} "
                              f"elements, not a multiple of the transform's {self.r.rht} (it "
                              "is not padded)")
-        return hadamard_transform(rows, seed=self.r.rht_seed, size=self.r.rht, axis=-1)
+        with _device.kernels(rows):
+            return hadamard_transform(rows, seed=self.r.rht_seed, size=self.r.rht, axis=-1)
 
     def weight(self, matrix: Any, orientation: str) -> Operand:
         """The weight's operand (``matrix``: rows by K), quantized once per step; without
@@ -125,7 +133,6 @@ def linear(x: TensorLike, weight: TensorLike, policy: Policy, recipe: Recipe) ->
     w = _weight(weight, recipe)
     x = compute(x, policy)
     x, w = same_device("linear", x, w)
-    _host(x.data)
     if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
         raise ValueError(f"linear needs x (..., {w.shape[-1] if w.ndim else '?'}) and weight "
                          f"(out, in), got {x.shape} and {w.shape}")
@@ -159,7 +166,6 @@ def conv2d(x: TensorLike, weight: TensorLike, stride: int | Pair, padding: int |
     w = _weight(weight, recipe)
     x = compute(x, policy)
     x, w = same_device("conv2d", x, w)
-    _host(x.data)
     stride, padding = check(x.data, w.data, stride, padding)
     gemms = Gemms(policy, recipe, w)
     o = w.shape[0]
@@ -202,14 +208,3 @@ def _input_gradient(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stri
 
     gx: np.ndarray = input_gradient(g, w, x_shape, stride, padding, product)
     return gx
-
-
-def _host(data: Any) -> None:
-    """Refuse device arrays: ``fpsim.quantize`` takes host arrays, and products of its
-    ``Quantized`` operands run on the host; the engine copies nothing to the host."""
-    if _device.device_of(data) != "cpu":
-        raise NotImplementedError(
-            "a scaling recipe's products are not supported on device 'cuda' yet: "
-            "fpsim.quantize takes host arrays only (its Quantized holds NumPy arrays, and "
-            "the products of Quantized operands are computed on the host), and the engine "
-            "does not copy a GPU tensor to the host; train on the cpu device")

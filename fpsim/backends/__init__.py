@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -184,9 +184,16 @@ def get_backend() -> Backend:
     return _instances[name]
 
 
-def array_kernels() -> dict[str, Any]:
-    """The kernels of ``fpsim.kernels`` as the NumPy backend instantiates them: functions of
-    whole host arrays, whichever backend is in force.
+def array_kernels(like: Any = None) -> Mapping[str, Any]:
+    """The kernels of ``fpsim.kernels`` as functions of whole arrays: of host arrays as the
+    NumPy backend instantiates them, whichever backend is in force; or, where ``like`` is
+    a device (CuPy) array, of device arrays as the ``cupy`` backend runs them
+    (``fpsim.backends.cuda_arrays``).
+
+    Raises
+    ------
+    ValueError
+        ``like`` is a device array and the backend in force is not ``cupy``.
 
     Examples
     --------
@@ -195,6 +202,13 @@ def array_kernels() -> dict[str, Any]:
     >>> array_kernels()["is_nonfinite"](np.array([1.0, np.inf])).tolist()
     [False, True]
     """
+    if like is not None and hasattr(like, "__cuda_array_interface__"):
+        engine = get_backend()
+        if engine.name != "cupy":
+            raise ValueError(f"a GPU array takes the cupy backend, not {engine.name!r}: "
+                             "run it inside fpsim.backend('cupy')")
+        device: Mapping[str, Any] = engine.array_kernels()  # type: ignore[attr-defined]
+        return device
     if "numpy" not in _instances:
         _instances["numpy"] = importlib.import_module(_MODULES["numpy"]).Backend()
     kernels: dict[str, Any] = _instances["numpy"].kernels  # type: ignore[attr-defined]

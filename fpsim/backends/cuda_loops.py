@@ -29,6 +29,8 @@ KERNEL = None
 ARITY = 0
 SPEC = None
 LOAD = float
+# ``array_kernel``'s operands (1 to 4) and results (1 or 2), bound per instance.
+OPERANDS = RESULTS = 1
 # The hardware loops' instructions (``cuda_hardware``), bound per instance.
 NARROW = EXACT = WIDEN = OPERATE = None
 QUIET_NAN = np.float32(np.nan)  # fpsim's NaN, as float32 holds it
@@ -115,6 +117,25 @@ def hardware_arithmetic(x, y, z, out, flags, bad, key, spec_in, want_flags, stoc
             count += 0 if (fine or not check) else 1
     if count:
         cuda.atomic.add(bad, 0, count)
+
+
+def array_kernel(a, b, c, d, first, second, params):
+    """``first[i](, second[i]) = KERNEL(a[i], ..., *params)``: a kernel on whole device
+    arrays (``cuda_arrays``), its ``OPERANDS`` arrays and ``RESULTS`` results."""
+    for i in range(cuda.grid(1), first.size, cuda.gridsize(1)):
+        if OPERANDS == 1:
+            r = KERNEL(a[i], *params)
+        elif OPERANDS == 2:
+            r = KERNEL(a[i], b[i], *params)
+        elif OPERANDS == 3:
+            r = KERNEL(a[i], b[i], c[i], *params)
+        else:
+            r = KERNEL(a[i], b[i], c[i], d[i], *params)
+        if RESULTS == 1:
+            first[i] = r
+        else:
+            first[i] = r[0]
+            second[i] = r[1]
 
 
 def first_unrepresentable(x, first, spec):

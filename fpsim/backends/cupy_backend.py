@@ -43,6 +43,7 @@ import numpy as np
 from numba import cuda
 
 from fpsim.backends import (
+    cuda_arrays,
     cuda_hardware,
     cuda_loops,
     cuda_registries,
@@ -192,6 +193,7 @@ class Backend:
         self.kernels = instantiate(primitives(), device_function,
                                    suffix=f"_cuda_{self.digest}")
         self._binary32: dict | None = None
+        self._arrays: cuda_arrays.DeviceKernels | None = None
         self._loops: dict = {}
         self._choices: dict = {}
         self._no_flags = None
@@ -217,6 +219,15 @@ class Backend:
                                          suffix=f"_binary32_cuda_{self.digest}",
                                          encoding=BINARY32)
         return self._binary32
+
+    def array_kernels(self) -> cuda_arrays.DeviceKernels:
+        """The kernels as functions of whole device arrays (``cuda_arrays``): the device's
+        ``fpsim.backends.array_kernels``."""
+        if self._arrays is None:
+            from fpsim.backends import array_kernels
+
+            self._arrays = cuda_arrays.DeviceKernels(self, array_kernels())
+        return self._arrays
 
     def loop(self, template, kernel: str = "", spec: Spec | None = None,
              encoding: str = BINARY64.name, hardware: Path | None = None):

@@ -43,6 +43,9 @@ ZERO32 = np.float32(0.0)
 ONE32 = np.float32(1.0)
 E4M3_MAX32 = np.float32(448.0)
 FLT_MAX32 = np.finfo(np.float32).max
+INF32 = np.float32(np.inf)
+NORMAL32 = np.float32(2.0**-126)  # binary32's smallest normal
+SIGN_EXPONENT = -(1 << 52)  # a binary64 encoding's sign and exponent bits (0xFFF0...)
 
 
 class Encoding(NamedTuple):
@@ -167,6 +170,46 @@ def nvfp4_scaled(x, encode):
     rounds (+0 for NaN)."""
     y = x * encode
     return select(y != y, ZERO32, y)
+
+
+def current_scale(amax, top, pow2):
+    """FP8 current scaling's binary32 scale and decode scale from a block's amax, as
+    TransformerEngine's ``compute_scale_from_amax`` computes them: ``(decode, scale)``.
+
+    ``scale = top / amax`` rounded to binary32 (``top``: the element format's largest
+    value, binary32-typed; ``amax`` a binary32 value, or NaN); ``FLT_MAX`` where that
+    overflows; 1 for a zero, infinite or NaN amax; with ``pow2``, its fraction bits
+    cleared (a power of two, rounded down; zero below binary32's normals, as the
+    encoding's mask gives). ``decode = 1 / scale`` in binary32.
+    """
+    a = np.float32(amax)
+    plain = (a != a) | (a == 0) | (a > FLT_MAX32)
+    scale = top / select(plain, ONE32, a)
+    scale = select(plain, ONE32, select(scale > FLT_MAX32, FLT_MAX32, scale))
+    # The binary64 encoding's fraction bits cleared: binary32's, for its normal values.
+    cleared = np.float32(bits_f64(f64_bits(np.float64(scale)) & SIGN_EXPONENT))
+    scale = select(pow2, select(scale < NORMAL32, ZERO32, cleared), scale)
+    return select(scale == 0, INF32, ONE32 / select(scale == 0, ONE32, scale)), scale
+
+
+def blockwise_scale(amax):
+    """DeepSeek-V3's binary32 block scale ``amax / 448`` (``amax`` a binary32 value, or
+    NaN)."""
+    return np.float32(amax) / E4M3_MAX32
+
+
+def scaled32(x, scale):
+    """``x * scale`` for binary32-typed operands: the binary32 product a current-scaled
+    element rounds."""
+    return x * scale
+
+
+def descaled32(x, s):
+    """``x / s`` for binary32-typed operands: the binary32 quotient a blockwise element
+    rounds. A zero block's zeros (``s = 0``) stay themselves, where the kernel's ``0 / 0``
+    gives NaN; a nonzero value over a zero scale is an infinity of its sign."""
+    zero = s == 0
+    return select(zero, select(x == 0, x, x * INF32), x / select(zero, ONE32, s))
 
 
 def encode(v, code):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpsim import _device
 from fpsim.formats import PRESETS as FORMATS
 from fpsim.formats import Format
 
@@ -285,13 +286,22 @@ class Operand:
 
 def plain(values: Any, fmt: Format) -> Operand:
     """Unquantized values (a category without a scaling): a scale of 1."""
-    return Operand(values, fmt, np.ones((1, 1)), max(values.shape[-1], 1))
+    return Operand(values, fmt, _device.array_module(values).ones((1, 1)),
+                   max(values.shape[-1], 1))
 
 
 def quantize(values: Any, s: Scaling, policy: Policy, owner: Any, category: str,
              key: str = "") -> Operand:
     """``values`` (rows, K) quantized along K per ``s``: delayed scaling with ``owner``'s
-    state for ``category + key``, current and block scaling by ``fpsim.quantize``."""
+    state for ``category + key``, current and block scaling by ``fpsim.quantize``; on the
+    values' device (a delayed scaling's amax is read back to its state on the host)."""
+    with _device.kernels(values):
+        return _quantize(values, s, policy, owner, category, key)
+
+
+def _quantize(values: Any, s: Scaling, policy: Policy, owner: Any, category: str,
+              key: str) -> Operand:
+    from fpsim.backends import array_kernels
     from fpsim.precision import numerics
 
     rows, k = values.shape
@@ -302,23 +312,24 @@ def quantize(values: Any, s: Scaling, policy: Policy, owner: Any, category: str,
             s.kind == "delayed") else None
         if state is not None and state.scaling != s:  # the recipe changed: start again
             state = states(owner)[category + key] = DelayedState(s)
+        xp = _device.array_module(values)
         with np.errstate(over="ignore", invalid="ignore"):
-            x32 = np.asarray(values, dtype=np.float32).astype(np.float64)
-            scale = 1.0 if state is None else float(state.scale)
-            amax = float(np.nanmax(np.abs(x32))) if x32.size else 0.0
-            # x * scale in binary32 (the float64 product of two binary32 values is exact).
-            scaled = np.asarray(x32 * scale, dtype=np.float32).astype(np.float64)
+            x32 = xp.asarray(values, dtype=np.float32)
+            scale = F32(1.0) if state is None else F32(state.scale)
+            amax = float(xp.nanmax(xp.abs(x32))) if x32.size else 0.0
+            # x * scale in binary32 (fpsim.kernels.blockscale.scaled32).
+            scaled = array_kernels(x32)["scaled32"](x32, scale).astype(np.float64)
         from fpsim.rounding import round as round_to
 
         elements, flags = round_to(scaled, s.format, s.rounding, saturate=saturates(s.format),
                                    seed=seed, random_bits=s.random_bits, flags=True)
         decode = 1.0 if state is None else float(state.scale_inv)
-        op = Operand(np.asarray(elements, dtype=np.float64), s.format,
-                     np.full((1, 1), decode), max(k, 1))
+        op = Operand(xp.asarray(elements, dtype=np.float64), s.format,
+                     xp.full((1, 1), decode), max(k, 1))
         if state is not None:
             state.record(amax)
         if observers:
-            _notify(owner, category, s, op, np.asarray(flags), amax, x32, state)
+            _notify(owner, category, s, op, flags, amax, x32.astype(np.float64), state)
         return op
     q = _quantize_blocks(values, s, seed)
     if observers:
@@ -328,7 +339,7 @@ def quantize(values: Any, s: Scaling, policy: Policy, owner: Any, category: str,
     block = q.scheme.block or max(k, 1)
     scales = q.scales.reshape(q.scales.shape[0] if q.scales.ndim == 2 else 1, -1)
     if q.scheme.rows > 1:  # tiles: a scale per (tile row, tile column), repeated per row
-        scales = np.repeat(scales, q.scheme.rows, axis=0)[:rows]
+        scales = _device.array_module(scales).repeat(scales, q.scheme.rows, axis=0)[:rows]
     return Operand(q.values, s.format, scales, block)
 
 
@@ -418,9 +429,9 @@ def _notify(owner: Any, category: str, s: Scaling, op: Operand | None, flags: An
     from fpsim.flags import OVERFLOW, UNDERFLOW
 
     values = q.values if q is not None else op.values  # type: ignore[union-attr]
-    flags = np.asarray(flags)
-    saturated = int(np.count_nonzero(flags & OVERFLOW))
-    flushed = int(np.count_nonzero(((flags & UNDERFLOW) != 0) & (values == 0)))
+    xp = _device.array_module(values)
+    saturated = int(xp.count_nonzero(flags & OVERFLOW))
+    flushed = int(xp.count_nonzero(((flags & UNDERFLOW) != 0) & (values == 0)))
     if q is not None:
         scales, underflow, blocks = _block_scale_underflow(q, source)
     else:
@@ -428,7 +439,7 @@ def _notify(owner: Any, category: str, s: Scaling, op: Operand | None, flags: An
         # A per-tensor decode scale below binary32's normals (its scale near FLT_MAX).
         underflow = int(bool(amax > 0 and 0 <= abs(float(scales[0, 0])) < 2.0 ** -126))
         blocks = 1
-    scale = float(np.nanmax(scales)) if np.size(scales) else 1.0
+    scale = float(xp.nanmax(scales)) if scales.size else 1.0
     if q is not None and q.tensor_scale is not None:  # NVFP4: element * block * tensor scale
         scale *= q.tensor_scale
     event = QuantizationEvent(
@@ -446,18 +457,19 @@ def _block_scale_underflow(q: Quantized, source: Any) -> tuple[Any, int, int]:
     from fpsim.quantize.blocks import Blocks
 
     sch = q.scheme
-    x = np.asarray(source, dtype=np.float64)
+    xp = _device.array_module(q.scales)
+    x = xp.asarray(source, dtype=np.float64)
     if sch.name == "per_tensor":
-        amax = np.array([[q.amax]])
+        amax = xp.full((1, 1), q.amax)
     else:  # per_row (one block a row), and blocks or tiles
         amax = Blocks(x, sch.block or x.shape[-1], sch.rows).amax()
-    scales = np.abs(np.asarray(q.scales, dtype=np.float64)).reshape(amax.shape)
+    scales = xp.abs(xp.asarray(q.scales, dtype=np.float64)).reshape(amax.shape)
     fmt = sch.scale_format
     with np.errstate(invalid="ignore"):
-        live = np.isfinite(amax) & (amax > 0)
+        live = xp.isfinite(amax) & (amax > 0)
         bottom = 2.0 ** fmt.emin if fmt.man_bits == 0 else fmt.smallest_normal
         low = live & ((scales < bottom) | ((fmt.man_bits == 0) & (scales == bottom)))
-    return q.scales, int(np.count_nonzero(low)), int(np.size(amax))
+    return q.scales, int(xp.count_nonzero(low)), int(amax.size)
 
 
 def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[str, str]
@@ -473,23 +485,31 @@ def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[
     chunks are added in binary32 and the sum multiplied by ``fp32(scale_a * scale_b)``
     once, rounded to binary32 (the GEMM's epilogue); with block scales each chunk is
     added as ``fp32(acc + chunk * fp32(scale_a * scale_b))`` (one fused multiply-add, as
-    DeepSeek-V3's promotion on the CUDA cores).
+    DeepSeek-V3's promotion on the CUDA cores). On the operands' device.
     """
+    with _device.kernels(a.values):
+        return _product(a, b, policy, recipe, pair)
+
+
+def _product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[str, str]
+             ) -> Any:
     model = recipe.tensor_core(*pair)
     if a.quantized is not None or b.quantized is not None:
         return _block_scaled(a, b, policy, pair, model)
     k = a.values.shape[-1]
-    xp = np
+    xp = _device.array_module(a.values)
     with np.errstate(over="ignore", invalid="ignore"):
         if a.per_tensor and b.per_tensor:
             if model is not None:
                 from fpsim.accumulation.blocks import block_matmul
 
-                total = np.asarray(block_matmul(a.values, b.values.T, model), np.float64)
+                total = xp.asarray(block_matmul(a.values, b.values.T, model), np.float64)
             else:
                 total = _chunked(a.values, b.values, policy, recipe.promote or max(k, 1))
-            alpha = float(F32(F32(a.scales[0, 0]) * F32(b.scales[0, 0])))
-            return _binary32(total * alpha)  # exact product of two binary32 values
+            # fp32(scale_a * scale_b) (a (1, 1) array on the operands' device), then the
+            # exact product of two binary32 values rounded once.
+            alpha = _binary32(xp.asarray(a.scales, np.float64) * xp.asarray(b.scales, np.float64))
+            return _binary32(total * alpha)
         chunk = min(a.block, b.block, max(k, 1))
         if recipe.promote is not None and recipe.promote < chunk:
             if chunk % recipe.promote:
@@ -499,7 +519,7 @@ def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[
         if model is not None:  # the tensor core's chunks, promoted with their scales
             from fpsim.accumulation.scaled import promoted_matmul
 
-            return np.asarray(promoted_matmul(
+            return xp.asarray(promoted_matmul(
                 a.values, b.values.T, each_scale(a), each_scale(b).T,
                 model.with_promotion(chunk)), dtype=np.float64)
         from fpsim.arithmetic import fma
@@ -511,23 +531,26 @@ def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[
                             stop - start)
             sa = a.scales[:, min(start // a.block, a.scales.shape[1] - 1)]
             sb = b.scales[:, min(start // b.block, b.scales.shape[1] - 1)]
-            scale = _binary32(np.asarray(sa, np.float64)[:, None]
-                              * np.asarray(sb, np.float64)[None, :])
-            acc = np.asarray(fma(part, scale, acc, "fp32"), dtype=np.float64)
+            scale = _binary32(xp.asarray(sa, np.float64)[:, None]
+                              * xp.asarray(sb, np.float64)[None, :])
+            acc = xp.asarray(fma(part, scale, acc, "fp32"), dtype=np.float64)
         return acc
 
 
 def each_scale(op: Operand) -> Any:
     """Each element's decode scale, in the operand's (rows, K) shape."""
     rows, k = op.values.shape
-    each = np.repeat(op.scales, op.block, axis=1)[:, :k]
-    return np.broadcast_to(each, (rows, k))
+    xp = _device.array_module(op.values)
+    each = xp.repeat(xp.asarray(op.scales), op.block, axis=1)[:, :k]
+    return xp.broadcast_to(each, (rows, k))
 
 
 def _binary32(x: Any) -> Any:
-    """``x`` rounded to binary32, nearest even (the GEMM's fp32 arithmetic)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(x, dtype=np.float32).astype(np.float64)
+    """``x`` rounded to binary32, nearest even (the GEMM's fp32 arithmetic), as float64
+    values on its device (``fpsim.round``)."""
+    from fpsim.rounding import round as round_to
+
+    return _device.array_module(x).asarray(round_to(x, FORMATS["fp32"]), dtype=np.float64)
 
 
 def _chunked(a: Any, b: Any, policy: Policy, chunk: int) -> Any:
@@ -537,14 +560,15 @@ def _chunked(a: Any, b: Any, policy: Policy, chunk: int) -> Any:
 
     gemm = _gemm_policy(policy)
     k = a.shape[-1]
+    xp = _device.array_module(a)
     if chunk >= k:
-        return np.asarray(numerics.matmul(a, b.T, gemm), dtype=np.float64)
+        return xp.asarray(numerics.matmul(a, b.T, gemm), dtype=np.float64)
     from fpsim.arithmetic import add
 
-    total = np.zeros((a.shape[0], b.shape[0]))
+    total = xp.zeros((a.shape[0], b.shape[0]))
     for start in range(0, k, chunk):
         part = numerics.matmul(a[:, start:start + chunk], b[:, start:start + chunk].T, gemm)
-        total = np.asarray(add(total, _binary32(part), "fp32"), dtype=np.float64)
+        total = xp.asarray(add(total, _binary32(part), "fp32"), dtype=np.float64)
     return total
 
 
@@ -571,10 +595,17 @@ def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str],
     if a.quantized is None or b.quantized is None:
         raise ValueError(f"{pair[0]} and {pair[1]}: an MX or NVFP4 operand's product takes "
                          "another MX or NVFP4 operand (fpsim.quantize's product)")
+    xp = _device.array_module(qa.bits)
+    if model is not None and xp is not np:
+        raise NotImplementedError(
+            f"{pair[0]} and {pair[1]}: the block-scaled instruction {model.name} "
+            "(fpsim.accumulation.scaled.block_scaled_matmul) is computed on the host only; "
+            "on device 'cuda', leave the recipe's gemm out (the policy's accumulator sums "
+            "the products) or train on the cpu device")
     if model is not None:
-        return np.asarray(matmul(qa, _transpose_quantized(qb), model=model), dtype=np.float64)
+        return xp.asarray(matmul(qa, _transpose_quantized(qb), model=model), dtype=np.float64)
     gemm = _gemm_policy(policy)
-    return np.asarray(matmul(qa, _transpose_quantized(qb),
+    return xp.asarray(matmul(qa, _transpose_quantized(qb),
                              accum=policy.accum, rounding=policy.accum_rounding,
                              order=policy.order, subnormals=policy.subnormals,
                              seed=numerics.seed(gemm, policy.accum_rounding)),

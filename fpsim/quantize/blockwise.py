@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from fpsim.backends import array_kernels
 from fpsim.quantize.blocks import Blocks
 
 __all__ = ["scale_blockwise"]
@@ -17,12 +18,11 @@ F32 = np.float32
 def scale_blockwise(blocks: Blocks) -> tuple[Floats, Floats]:
     """The elements before rounding (``x / s`` in binary32) and each block's scale
     ``s = amax / 448`` (binary32). A zero block (``s = 0``) keeps its zeros, where the
-    kernel's ``0 / 0`` gives NaN."""
+    kernel's ``0 / 0`` gives NaN (``fpsim.kernels.blockscale.descaled32``)."""
+    kernels = array_kernels(blocks.values)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         x = blocks.values.astype(F32)
-        s = (Blocks(x.astype(np.float64), blocks.size, blocks.rows).amax().astype(F32)
-             / F32(448.0)).astype(F32)
-        s_each = blocks.each(s).astype(F32)
-        y = (x / s_each).astype(F32).astype(np.float64)
-    y = np.where((s_each == 0) & (x == 0), x.astype(np.float64), y)
-    return y, s.astype(np.float64)
+        s = kernels["blockwise_scale"](Blocks(x.astype(np.float64), blocks.size,
+                                              blocks.rows).amax())
+        y = kernels["descaled32"](x, blocks.each(s))
+    return y.astype(np.float64), s.astype(np.float64)

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from numpy.lib.array_utils import normalize_axis_index
 
 from fpsim._checks import boolean, integer
+from fpsim._device import array_module
 from fpsim._inputs import as_float_array
 from fpsim.accumulation.matmul import matmul
 
@@ -140,6 +141,7 @@ def hadamard_transform(
     ----------
     x : array_like
         float32 values (fp32, bf16, fp16, fp8 all are); ``axis`` a multiple of ``size``.
+        A CuPy array under the ``cupy`` backend: transformed on the device.
     seed : int, optional
         The signs' seed (``random_signs``); exactly one of ``seed`` and ``signs``.
     signs : array_like, optional
@@ -179,7 +181,8 @@ def hadamard_transform(
     n = _power_of_four(size)
     s = _signs(seed, signs, n)
     inverse = boolean(inverse, "inverse")
-    arr = np.asarray(as_float_array(x, "x"))
+    arr = as_float_array(x, "x", device=True)
+    xp = array_module(arr)
     if arr.ndim == 0:
         raise ValueError("x must have at least one dimension")
     ax = normalize_axis_index(integer(axis, "axis"), arr.ndim)
@@ -188,9 +191,12 @@ def hadamard_transform(
         raise ValueError(f"axis {ax} has {length} elements, not a multiple of the block {n} "
                          "(the transform does not pad)")
     q = s[:, None] * hadamard_matrix(n) * 2.0 ** -((n.bit_length() - 1) // 2)
-    moved = np.moveaxis(arr, ax, -1)
+    if xp is not np:
+        q = xp.asarray(q)  # the constant matrix, copied to the device
+    moved = xp.moveaxis(arr, ax, -1)
     blocks = moved.reshape(-1, n)
     options: dict[str, Any] = {"model": model} if model is not None else dict(
         accum=accum, rounding=rounding, order=order)
     out = matmul(blocks, q.T if inverse else q, **options)
-    return np.moveaxis(np.asarray(out).reshape(moved.shape), -1, ax)
+    result: npt.NDArray[Any] = xp.moveaxis(xp.asarray(out).reshape(moved.shape), -1, ax)
+    return result

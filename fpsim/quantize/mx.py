@@ -49,7 +49,7 @@ def mx_parameters(scheme: Scheme, rule: str, spec: Spec) -> MXParameters:
 def scale_mx(blocks: Blocks, params: MXParameters) -> tuple[Floats, Floats]:
     """The elements before rounding (``x / 2**s``, exact) and each block's scale (NaN for
     a block with a NaN or an infinity, whose elements are +0)."""
-    kernels = array_kernels()
+    kernels = array_kernels(blocks.values)
     p = params
     with np.errstate(all="ignore"):
         s, nan = kernels["mx_exponent"](blocks.amax(), p.rule, p.emax, p.t, p.inv_max, p.low,

@@ -58,11 +58,11 @@ def nvfp4_parameters(scheme: Scheme, amax: float, spec: Spec) -> NVFP4Parameters
 def scale_nvfp4(blocks: Blocks, params: NVFP4Parameters) -> tuple[Floats, Floats]:
     """The elements before rounding (``x * encode`` in binary32; 0 where NaN) and each
     block's UE4M3 decode scale."""
-    kernels = array_kernels()
+    kernels = array_kernels(blocks.values)
     p = params
     with np.errstate(all="ignore"):
         scales, encode = kernels["nvfp4_block_scales"](blocks.amax(), p.multiplier,
                                                        p.global_decode, p.e4m3)
         scaled = kernels["nvfp4_scaled"](blocks.values.astype(F32),
                                          blocks.each(encode).astype(F32))
-    return np.asarray(scaled, np.float64), scales
+    return scaled.astype(np.float64), scales

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fpsim._device import array_module
 from fpsim.accumulation.blocks import BlockFMA
 from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate
 from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul, promoted_matmul
@@ -142,11 +143,12 @@ def _epilogue(acc: Any, qa: Quantized, qb: Quantized, accum: Any, out: Any,
     ts_a = np.float32(1.0 if qa.tensor_scale is None else qa.tensor_scale)
     ts_b = np.float32(1.0 if qb.tensor_scale is None else qb.tensor_scale)
     alpha = float(ts_a * ts_b)  # binary32, nearest even
+    xp = array_module(acc)
     with np.errstate(invalid="ignore"):
-        scaled = np.asarray(acc, dtype=np.float64) * alpha  # exact: <= 29 + 24 bits
+        scaled = xp.asarray(acc, dtype=np.float64) * alpha  # exact: <= 29 + 24 bits
     final = round_to(scaled, as_format(accum), "nearest_even", **rounding)
     if out is not None:
-        final = round_to(np.asarray(final, dtype=np.float64), as_format(out))
+        final = round_to(xp.asarray(final, dtype=np.float64), as_format(out))
     return final
 
 
@@ -168,7 +170,7 @@ def _instruction(qa: Quantized, qb: Quantized, model: BlockScaledFMA, k_block: i
                               inst, c=options.get("c"))
     out = options.get("out")
     if qa.tensor_scale is None and qb.tensor_scale is None:
-        return acc if out is None else round_to(np.asarray(acc, np.float64), as_format(out))
+        return acc if out is None else round_to(_wide(acc), as_format(out))
     return _epilogue(acc, qa, qb, inst.fma.output, out)
 
 
@@ -196,21 +198,29 @@ def _promoted(qa: Quantized, qb: Quantized, model: BlockFMA, k_block: int,
     acc = promoted_matmul(qa.values, qb.values, _element_scales(qa), _element_scales(qb), inst,
                           c=options.get("c"))
     out = options.get("out")
-    return acc if out is None else round_to(np.asarray(acc, np.float64), as_format(out))
+    return acc if out is None else round_to(_wide(acc), as_format(out))
 
 
 def _element_scales(q: Quantized) -> Any:
     """Each element's block scale, in the shape of ``q``'s values."""
     if q.scheme.rows > 1:
         return Blocks(q.values, q.scheme.block, q.scheme.rows).each(q.scales)
-    moved = Blocks(np.moveaxis(q.values, q.axis, -1), q.scheme.block)
-    return np.moveaxis(moved.each(np.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
+    xp = array_module(q.values)
+    moved = Blocks(xp.moveaxis(q.values, q.axis, -1), q.scheme.block)
+    return xp.moveaxis(moved.each(xp.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
+
+
+def _wide(x: Any) -> Any:
+    """``x`` as float64, on its device."""
+    return array_module(x).asarray(x, dtype=np.float64)
 
 
 def _binary32(x: np.ndarray) -> bool:
-    """Whether every value of ``x`` is a binary32 value (NaN included)."""
+    """Whether every value of ``x`` is a binary32 value (NaN included); on the device, the
+    answer is read back."""
+    xp = array_module(x)
     with np.errstate(over="ignore"):
-        return bool(np.array_equal(x.astype(np.float32).astype(np.float64), x, equal_nan=True))
+        return bool(xp.array_equal(x.astype(np.float32).astype(np.float64), x, equal_nan=True))
 
 
 def _without_tensor_scale(q: Quantized) -> Quantized:

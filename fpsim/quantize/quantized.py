@@ -12,11 +12,12 @@ import numpy.typing as npt
 from numpy.lib.array_utils import normalize_axis_index
 
 from fpsim._checks import boolean, integer
+from fpsim._device import array_module
 from fpsim._elementwise import random_key
 from fpsim._inputs import as_float_array
 from fpsim.backends import array_kernels, get_backend_name
 from fpsim.bits import from_bits
-from fpsim.formats import Format
+from fpsim.formats import PRESETS, Format
 from fpsim.kernels.blockscale import Encoding
 from fpsim.kernels.spec import make_spec
 from fpsim.quantize.blocks import Blocks
@@ -140,17 +141,27 @@ def _table(fmt: Format) -> Floats:
 
 def decoded(bits: Codes, fmt: Format) -> Floats:
     """The values of the encodings ``bits`` of ``fmt`` (``fpsim.from_bits``; a table
-    lookup for formats of 8 bits or fewer)."""
+    lookup for formats of 8 bits or fewer), on the device of ``bits``: there, formats of 8
+    bits or fewer and binary32 (its encodings read as float32, widened exactly)."""
+    xp = array_module(bits)
     if fmt.bits <= 8:
-        return _table(fmt)[bits]
+        table = _table(fmt)
+        return table[bits] if xp is np else xp.asarray(table)[bits]
+    if xp is not np:
+        if fmt != PRESETS["fp32"]:
+            raise ValueError(f"decoding {fmt.name} encodings on the device is not supported "
+                             "(formats of 8 bits or fewer, and fp32)")
+        out: Floats = bits.view(np.float32).astype(np.float64)
+        return out
     return np.asarray(from_bits(bits, fmt), np.float64).reshape(bits.shape)
 
 
 def encoded(values: Any, fmt: Format) -> Codes:
     """The encodings of values of ``fmt``, as ``fmt.bits_dtype``
     (``fpsim.kernels.blockscale.encode``)."""
-    codes = array_kernels()["encode"](np.asarray(values, np.float64), Encoding.of(fmt))
-    out: Codes = np.asarray(codes).astype(fmt.bits_dtype)
+    xp = array_module(values)
+    codes = array_kernels(values)["encode"](xp.asarray(values, np.float64), Encoding.of(fmt))
+    out: Codes = xp.asarray(codes).astype(fmt.bits_dtype)
     return out
 
 
@@ -172,7 +183,10 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     Parameters
     ----------
     x : array_like
-        The values, taken exactly as ``fpsim.round`` takes them (host arrays).
+        The values, taken exactly as ``fpsim.round`` takes them: host arrays, or CuPy
+        arrays under the ``cupy`` backend, whose ``Quantized`` holds device arrays
+        computed by its kernels (its ``amax`` and NVFP4's tensor scale are read back:
+        host numbers).
     scheme_name : str or Scheme
         ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``,
         ``"mxfp4_e2m1"``, ``"nvfp4"``, ``"fp8_block1x128"``, the tiles of the last two
@@ -234,8 +248,9 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     pad = boolean(pad, "pad")
     axis = integer(axis, "axis")
     spec = make_spec(sch.element, rounding, subnormals, True, random_bits)
-    arr = as_float_array(x, "x")
-    arr = np.asarray(arr, dtype=np.float32 if arr.dtype == np.float32 else np.float64)
+    arr = as_float_array(x, "x", device=True)
+    xp = array_module(arr)
+    arr = xp.asarray(arr, dtype=np.float32 if arr.dtype == np.float32 else np.float64)
     if sch.rows > 1:  # tiles over the last two axes
         if arr.ndim < 2:
             raise ValueError(f"{sch.name} tiles the last two axes: x must have at least 2 "
@@ -254,7 +269,7 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
                 f"block of {sch.block}")
     if uneven and not pad:
         raise ValueError(f"{what} of {sch.name}: pass pad=True for shorter last blocks")
-    if get_backend_name() == "numba" and sch.kind in ("mx", "nvfp4") and sch.rows == 1:
+    if xp is np and get_backend_name() == "numba" and sch.kind in ("mx", "nvfp4") and sch.rows == 1:
         from fpsim.backends import numba_quantize  # Numba compiles on first use
 
         key = random_key(seed, spec.mode)
@@ -275,17 +290,20 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
 
 def _quantize_arrays(arr: Floats, sch: Scheme, ax: int, rule: str, rounding: str,
                      subnormals: bool, seed: int | None, random_bits: int | None) -> Quantized:
-    """``quantize`` in whole-array operations: the block-scaling kernels on the host, the
-    elements rounded by the backend in force."""
+    """``quantize`` in whole-array operations: the block-scaling kernels on whole arrays
+    (``array_kernels``: the host's, or the cupy backend's on a device array), the
+    elements rounded by the backend in force. On the device, the input's amax is read
+    back (``Quantized.amax``; NVFP4's tensor scale is computed from it on the host)."""
+    xp = array_module(arr)
     tensor_scale = None
     if sch.rows > 1:
         blocks = Blocks(arr, sch.block, sch.rows)
     elif sch.name == "per_tensor":  # one block: every element, in C order
         blocks = Blocks(arr.reshape(-1), max(arr.size, 1))
     else:
-        blocks = Blocks(np.moveaxis(arr, ax, -1), sch.block or max(arr.shape[ax], 1))
+        blocks = Blocks(xp.moveaxis(arr, ax, -1), sch.block or max(arr.shape[ax], 1))
     spec = make_spec(sch.element, rounding, subnormals, True, random_bits)
-    amax = float(np.max(np.abs(arr))) if arr.size else 0.0
+    amax = float(xp.max(xp.abs(arr))) if arr.size else 0.0
     if sch.kind == "nvfp4":
         params = nvfp4_parameters(sch, amax, spec)
         scaled, per_block = scale_nvfp4(blocks, params)
@@ -298,16 +316,16 @@ def _quantize_arrays(arr: Floats, sch: Scheme, ax: int, rule: str, rounding: str
     else:
         scaled, per_block = scale_mx(blocks, mx_parameters(sch, rule, spec))
     if sch.name == "per_tensor":  # an empty tensor: amax 0, scale 1
-        per_block = per_block if per_block.size else np.ones(1)
+        per_block = per_block if per_block.size else xp.ones(1)
         scaled, per_block = scaled.reshape(arr.shape), per_block.reshape((1,) * arr.ndim)
-    rounded, flags = round_to(np.moveaxis(scaled, -1, ax), sch.element, rounding,
+    rounded, flags = round_to(xp.moveaxis(scaled, -1, ax), sch.element, rounding,
                               subnormals=subnormals, saturate=True, seed=seed,
                               random_bits=random_bits, flags=True)
-    scale_bits = encoded(np.moveaxis(per_block, -1, ax), sch.scale_format)
+    scale_bits = encoded(xp.moveaxis(per_block, -1, ax), sch.scale_format)
     return Quantized(scheme=sch, axis=ax, bits=encoded(rounded, sch.element),
                      scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
                      scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
-                     flags=np.asarray(flags, dtype=np.uint8), amax=amax)
+                     flags=xp.asarray(flags, dtype=np.uint8), amax=amax)
 
 
 def dequantize(q: Quantized) -> Floats:
@@ -340,13 +358,14 @@ def dequantize(q: Quantized) -> Floats:
     """
     if not isinstance(q, Quantized):
         raise ValueError(f"q: expected a Quantized (from fpsim.quantize), got {type(q).__name__}")
+    xp = array_module(q.bits)
     if q.scheme.rows > 1:
         each = Blocks(q.values, q.scheme.block, q.scheme.rows).each(q.scales)
     elif q.scheme.block == 0:  # per_tensor, per_row: the scales broadcast
         each = q.scales
     else:
-        moved = Blocks(np.moveaxis(q.values, q.axis, -1), q.scheme.block)
-        each = np.moveaxis(moved.each(np.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
+        moved = Blocks(xp.moveaxis(q.values, q.axis, -1), q.scheme.block)
+        each = xp.moveaxis(moved.each(xp.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
     with np.errstate(invalid="ignore"):  # 0 times an infinite scale: NaN, as the kernels
         out: Floats = q.values * each
     if q.tensor_scale is not None:

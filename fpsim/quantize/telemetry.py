@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fpsim._device import array_module, transfer
 from fpsim.flags import OVERFLOW, UNDERFLOW
 
 if TYPE_CHECKING:
@@ -52,19 +53,24 @@ class QuantizationStats:
 def summarize(values: np.ndarray, flags: np.ndarray, scales: np.ndarray, amax: float,
               element: Format) -> QuantizationStats:
     """The telemetry of a quantization (``Quantized.stats()``): from its elements (of the
-    ``element`` format), their rounding flags, its scales and the input's amax."""
+    ``element`` format), their rounding flags, its scales and the input's amax. Device
+    arrays are counted on the device; the counts and the scales' histogram are read back."""
+    xp = array_module(values)
     n = max(values.size, 1)
-    tiny = np.abs(values) < element.smallest_normal
+    tiny = xp.abs(values) < element.smallest_normal
     scales = scales.ravel()
-    finite = np.sort(scales[~np.isnan(scales)])
-    levels, counts = np.unique(finite, return_counts=True)
-    histogram = [(float(v), int(c)) for v, c in zip(levels, counts, strict=True)]
-    if np.isnan(scales).any():
-        histogram.append((float("nan"), int(np.isnan(scales).sum())))
+    nan = xp.isnan(scales)
+    levels, counts = xp.unique(scales[~nan], return_counts=True)  # sorted
+    histogram = [(float(v), int(c)) for v, c in zip(transfer(levels, "cpu").tolist(),
+                                                     transfer(counts, "cpu").tolist(),
+                                                     strict=True)]
+    nans = int(xp.count_nonzero(nan))
+    if nans:
+        histogram.append((float("nan"), nans))
     return QuantizationStats(
-        saturated=float(np.count_nonzero(flags & OVERFLOW)) / n,
-        flushed=float(np.count_nonzero(((flags & UNDERFLOW) != 0) & (values == 0))) / n,
-        subnormal=float(np.count_nonzero(tiny & (values != 0))) / n,
+        saturated=int(xp.count_nonzero(flags & OVERFLOW)) / n,
+        flushed=int(xp.count_nonzero(((flags & UNDERFLOW) != 0) & (values == 0))) / n,
+        subnormal=int(xp.count_nonzero(tiny & (values != 0))) / n,
         amax=amax,
         scale_histogram=tuple(histogram),
     )
