@@ -275,11 +275,9 @@ def _scaled(value: Any, fmt: Format, policy: Policy) -> Any:
     from fpsim.quantize import dequantize, quantize
     from fpsim.quantize.schemes import scheme
 
-    if _device.device_of(value) != "cpu":
-        raise NotImplementedError("state_scaling='tensor' on device 'cuda' is not supported "
-                                  "yet: fpsim.quantize takes host arrays")
-    wide = np.asarray(value, dtype=np.float64)
+    wide = _device.array_module(value).asarray(value, dtype=np.float64)
     stream = numerics.stream(policy, "optim.state")
-    q = quantize(wide, replace(scheme("per_tensor"), element=fmt), rounding=policy.rounding,
-                 seed=numerics.seed(stream, policy.rounding))
+    with _device.kernels(wide):  # on the value's device
+        q = quantize(wide, replace(scheme("per_tensor"), element=fmt), rounding=policy.rounding,
+                     seed=numerics.seed(stream, policy.rounding))
     return dequantize(q)

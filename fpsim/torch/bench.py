@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 import fpsim
-from fpsim.bench import inputs, machine, seed, timed_pairs
+from fpsim._machine import machine
+from fpsim.bench import inputs, seed, timed_pairs
 from fpsim.torch.rounding import round as torch_round
 
 CASES = (("bf16", "nearest_even"), ("fp16", "nearest_even"), ("fp8_e4m3", "nearest_even"),

@@ -61,8 +61,9 @@ def quantize(t: torch.Tensor, scheme: str | Scheme, axis: int = -1, *,
     Parameters
     ----------
     t : torch.Tensor
-        A float16, bfloat16, float32 or float64 CPU tensor (``fpsim.quantize`` takes host
-        arrays: a CUDA tensor is refused).
+        A float16, bfloat16, float32 or float64 CPU tensor (a CUDA tensor is refused: the
+        bridge does not yet hand its CuPy view to ``fpsim.quantize``, which takes CuPy
+        arrays under the ``cupy`` backend).
     scheme, axis, scale_rule, rounding, subnormals, seed, random_bits, pad
         As ``fpsim.quantize``'s.
 
@@ -96,8 +97,8 @@ def quantize(t: torch.Tensor, scheme: str | Scheme, axis: int = -1, *,
     """
     t = float_tensor(t)
     if t.device.type != "cpu":
-        raise ValueError(f"t is on {t.device}: fpsim.quantize takes host arrays (CPU tensors); "
-                         "move it with .cpu() first")
+        raise ValueError(f"t is on {t.device}: fpsim.torch.quantize takes host arrays (CPU "
+                         "tensors); move it with .cpu() first")
     options = {"axis": axis, "scale_rule": scale_rule, "rounding": rounding,
                "subnormals": subnormals, "seed": seed, "random_bits": random_bits, "pad": pad}
     return _apply(t, scheme, options)
