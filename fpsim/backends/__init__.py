@@ -4,8 +4,8 @@ What a backend must offer is ``fpsim.backends.protocol.Backend``: ``apply``
 (an elementwise kernel), ``convert`` (exact conversions between float dtypes),
 ``first_unrepresentable``, ``accumulate`` and ``accumulate_blocks``. The core
 calls nothing else, but for ``array_kernels``: the shared kernels as functions of whole
-host arrays, for array code that runs a kernel's steps itself (block quantization, the
-block-scaled products).
+arrays (host arrays; or device arrays, on the ``cupy`` backend), for array code that runs
+a kernel's steps itself (block quantization, the block-scaled products).
 """
 
 from __future__ import annotations

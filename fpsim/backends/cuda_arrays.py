@@ -38,11 +38,14 @@ class DeviceKernels(Mapping[str, Any]):
     def __init__(self, backend: Any, host: Mapping[str, Any]) -> None:
         self.backend, self.host = backend, host
         self._loops: dict[tuple[str, int, int], Any] = {}
+        self._dtypes: dict[tuple[Any, ...], list[np.dtype[Any]]] = {}
 
     def __getitem__(self, name: str) -> Any:
         value = self.host[name]
-        if not callable(value) or isinstance(value, type) or name not in self.backend.kernels:
+        if not callable(value) or isinstance(value, type):  # a constant, a NamedTuple
             return value
+        if name not in self.backend.kernels:
+            raise KeyError(f"{name}: no CUDA instance of this kernel")
 
         def on_device(*args: Any) -> Any:
             return self.call(name, *args)
@@ -69,6 +72,18 @@ class DeviceKernels(Mapping[str, Any]):
             self._loops[key] = cuda.jit(func, **options)  # type: ignore[no-untyped-call]
         return self._loops[key]
 
+    def result_dtypes(self, name: str, dtypes: list[np.dtype[Any]],
+                      params: tuple[Any, ...]) -> list[np.dtype[Any]]:
+        """The dtypes of kernel ``name``'s results: the host kernel's on one element of
+        each operand's dtype (kept per dtypes and parameter types)."""
+        key = (name, *dtypes, *(type(p) for p in params))
+        if key not in self._dtypes:
+            with np.errstate(all="ignore"):
+                sample = self.host[name](*(np.zeros(1, dt) for dt in dtypes), *params)
+            results = sample if isinstance(sample, tuple) else (sample,)
+            self._dtypes[key] = [np.asarray(r).dtype for r in results]
+        return self._dtypes[key]
+
     def call(self, name: str, *args: Any) -> Any:
         """Kernel ``name`` on the leading device arrays of ``args``, element by element."""
         count = 0
@@ -81,11 +96,7 @@ class DeviceKernels(Mapping[str, Any]):
         xp = _module(arrays[0])
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         flat = [xp.ascontiguousarray(xp.broadcast_to(a, shape)).reshape(-1) for a in arrays]
-        # The results' dtypes: the host kernel's on one element of each operand's dtype.
-        with np.errstate(all="ignore"):
-            sample = self.host[name](*(np.zeros(1, a.dtype) for a in arrays), *params)
-        dtypes = [np.asarray(r).dtype for r in (sample if isinstance(sample, tuple)
-                                                else (sample,))]
+        dtypes = self.result_dtypes(name, [a.dtype for a in arrays], params)
         outs = [xp.empty(flat[0].size, dt) for dt in dtypes]
         if flat[0].size:
             padded = flat + [flat[0]] * (MAX_OPERANDS - count)
