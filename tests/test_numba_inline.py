@@ -1,6 +1,7 @@
 """fpsim.backends.numba_inline: each inlined fpsim function's IR built once per process, the
 same code generated, other packages' functions inlined as Numba does."""
 
+import importlib.util
 import types
 
 import numba
@@ -97,6 +98,64 @@ def test_an_inliner_of_another_shape_is_left_as_it_is():
             return None
 
     original = Other.inline_function
-    assert numba_inline._patch(Other) is False
+    assert numba_inline._patch(Other, shared_copies=False) is False
     assert Other.inline_function is original
-    assert numba_inline._patch(types.SimpleNamespace()) is False
+    assert numba_inline._patch(types.SimpleNamespace(), shared_copies=True) is False
+
+
+def test_the_blocks_of_one_ir_are_copied_with_one_memo_and_each_copy_afresh():
+    from numba.core import ir
+
+    loc = ir.Loc("probe", 1)
+    scope = ir.Scope(None, loc)
+    x = scope.define("x", loc)
+    blocks = [ir.Block(scope, loc) for _ in range(3)]
+    for b in blocks:
+        b.append(ir.Assign(ir.Const(1.0, loc), x, loc))
+    copies = numba_inline._IRCopies(ir.Block)
+    first = [copies.deepcopy(b) for b in blocks]
+    # One copy of the scope (and of x) for the copy of the whole IR, as in the original.
+    assert len({id(b.scope) for b in first}) == 1 and first[0].scope is not scope
+    assert len({id(b.body[0].target) for b in first}) == 1
+    assert first[0].body[0].target is first[0].scope.localvars.get("x")
+    # The same IR copied again: new objects, nothing shared with the first copy.
+    second = [copies.deepcopy(b) for b in blocks]
+    assert second[0].scope is not first[0].scope
+    assert second[0].body[0].target is not first[0].body[0].target
+    # Anything but a block, or a copy with a memo of its own, is copy.deepcopy's.
+    assert copies.deepcopy([x])[0] is not x and copies.copy([x])[0] is x
+    memo: dict = {}
+    assert copies.deepcopy(blocks[0], memo).scope is memo[id(scope)]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
+                    reason="numba-cuda is not installed (it comes with the test and gpu extras)")
+def test_cuda_kernels_compile_to_the_same_ptx_with_the_shared_copies(monkeypatch):
+    """A kernel inlining fpsim device functions (branches: several blocks each) gives the
+    same PTX with the kept IR copied with one memo as through numba-cuda's own inliner."""
+    import re
+
+    from numba import cuda
+
+    assert numba_inline.install(cuda=True) is True
+    source = (
+        "def leaf(x):\n    if x > 1.0:\n        return x * 3.0 + 1.0\n"
+        "    return x - 0.25\n"
+        "def callee(x, y):\n    s = 0.0\n    for k in range(3):\n"
+        "        s += leaf(x + k) - leaf(y) * 0.5\n    return s\n"
+        "def kernel(a, out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+        "        out[i] = callee(a[i], 2.0) + callee(1.0, a[i])\n"
+    )
+
+    def ptx() -> str:
+        namespace: dict = {"__name__": "fpsim._inline_probe_cuda", "cuda": cuda}
+        exec(compile(source, "<fpsim._inline_probe_cuda>", "exec"), namespace)
+        for name in ("leaf", "callee"):
+            namespace[name] = cuda.jit(device=True, inline="always")(namespace[name])
+        code, _ = cuda.compile_ptx(namespace["kernel"], "void(float64[:], float64[:])",
+                                   cc=(9, 0))
+        return re.sub(r"kernelB\d+v\d+B", "kernelB", code)  # numbered per compile
+
+    shared = ptx()
+    monkeypatch.setattr(numba_inline, "_ours", lambda function: False)  # numba-cuda's path
+    assert ptx() == shared
