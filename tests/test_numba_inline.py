@@ -15,7 +15,7 @@ from fpsim.backends import numba_inline
 def _functions(module: str) -> dict:
     """A callee inlined twice into each of two callers, defined as if in ``module``."""
     source = (
-        "def leaf(x):\n    return x * 3.0 + 1.0\n"
+        "def leaf(x):\n    if x > 0.5:\n        return x * 3.0 + 1.0\n    return x\n"
         "def callee(x, y):\n    return leaf(x) - leaf(y) * 0.5\n"
         "def first(x, y):\n    return callee(x, y) + callee(y, x)\n"
         "def second(x):\n    return callee(x, 2.0) * callee(1.0, x)\n"
@@ -98,9 +98,9 @@ def test_an_inliner_of_another_shape_is_left_as_it_is():
             return None
 
     original = Other.inline_function
-    assert numba_inline._patch(Other, shared_copies=False) is False
+    assert numba_inline._patch(Other) is False
     assert Other.inline_function is original
-    assert numba_inline._patch(types.SimpleNamespace(), shared_copies=True) is False
+    assert numba_inline._patch(types.SimpleNamespace()) is False
 
 
 def test_the_blocks_of_one_ir_are_copied_with_one_memo_and_each_copy_afresh():

@@ -16,12 +16,11 @@ through Numba's own path.
 
 ``inline_ir`` copies the callee's IR a block at a time, each block with ``copy.deepcopy`` of
 its own: every block's copy took a copy of the function's whole scope (all its variables),
-so a copy cost blocks x variables, and a large CUDA kernel's inlined tree was mostly spent
-there (three quarters of its compile; Numba's CPU compiles were not measurably slowed). In
-numba-cuda's compiler, fpsim's functions' copies share one memo per copy of an IR
+so a copy cost blocks x variables: three quarters of a CUDA kernel's compile, a tenth of a
+CPU loop's. For fpsim's functions the copies share one memo per copy of an IR
 (``_IRCopies``): the scope and the variables are copied once, and the copy's blocks share
-them as the original's do. The kernels' PTX is the same to the byte
-(tests/test_numba_inline.py).
+them as the original's do. The code generated is the same (tests/test_numba_inline.py:
+the LLVM IR of a CPU loop, the PTX of a CUDA kernel).
 """
 
 from __future__ import annotations
@@ -61,10 +60,9 @@ class _IRCopies:
         return getattr(copy, name)
 
 
-def _patch(worker: Any, shared_copies: bool) -> bool:
-    """Wrap ``worker.inline_function`` (an InlineWorker class), once, and with
-    ``shared_copies`` copy each IR with one memo; False where its interface is not the one
-    this wrapper was written for."""
+def _patch(worker: Any) -> bool:
+    """Wrap ``worker.inline_function`` (an InlineWorker class), once; False where its
+    interface is not the one this wrapper was written for."""
     original = getattr(worker, "inline_function", None)
     if original is None or getattr(original, "_fpsim_kept_ir", False):
         return original is not None
@@ -78,8 +76,7 @@ def _patch(worker: Any, shared_copies: bool) -> bool:
         return False
     module = sys.modules[worker.__module__]
     block_type = getattr(getattr(module, "ir", None), "Block", None)
-    if shared_copies and (getattr(module, "copy", None) is not copy
-                          or not isinstance(block_type, type)):
+    if getattr(module, "copy", None) is not copy or not isinstance(block_type, type):
         return False
 
     def inline_function(self: Any, caller_ir: Any, block: Any, i: int,
@@ -93,9 +90,6 @@ def _patch(worker: Any, shared_copies: bool) -> bool:
         callee_ir = _KEPT.get(key)
         if callee_ir is None:
             callee_ir = _KEPT[key] = self.run_untyped_passes(function)
-        if not shared_copies:
-            return self.inline_ir(caller_ir, block, i, callee_ir,
-                                  function.__code__.co_freevars, arg_typs=arg_typs)
         module.copy = _IRCopies(block_type)
         try:
             return self.inline_ir(caller_ir, block, i, callee_ir,
@@ -119,4 +113,4 @@ def install(cuda: bool = False) -> bool:
             from numba.core.inline_closurecall import InlineWorker
     except ImportError:
         return False
-    return _patch(InlineWorker, shared_copies=cuda)
+    return _patch(InlineWorker)
