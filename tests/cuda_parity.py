@@ -16,6 +16,9 @@ numba.cuda is first imported::
     NUMBA_ENABLE_CUDASIM=1 python tests/cuda_parity.py [--values N] [--plant BUG]
 
 ``--values``: values per (format, mode, subnormals, saturate) and kernel (default 96).
+``--cover``: the elementwise kernels on each format and mode once, not under all four
+subnormals/saturation settings each; the settings cycle so that every format and every
+mode meets each of them (a quarter of the launches: the suite's default).
 ``--plant``: first plant a bug in a loop's launch bounds (``elementwise`` or
 ``accumulate``), in the specialisation (``specialised``) or in a hardware loop
 (``hardware``); the run must then report differences. ``--only``: the checks whose
@@ -188,9 +191,22 @@ def numpy_round(x, fmt, mode="nearest_even") -> np.ndarray:
 # -- the checks ----------------------------------------------------------------------
 
 
-def check_elementwise(gpu, ref, report, values, rng) -> None:
-    for index, (fmt, mode, subnormals, saturate) in enumerate(itertools.product(
-            FORMATS, fpsim.ROUNDING_MODES, (True, False), (False, True))):
+SETTINGS = ((True, False), (False, True), (False, False), (True, True))  # subnormals, saturate
+
+
+def elementwise_cases(cover: bool) -> list[tuple]:
+    """(format, mode, subnormals, saturate): every combination; with ``cover``, each format
+    and mode once, the settings cycling so that every format meets each of the four
+    settings (over its modes) and every mode too (over the formats)."""
+    modes = fpsim.ROUNDING_MODES
+    if not cover:
+        return [(f, m, *s) for f, m, s in itertools.product(FORMATS, modes, SETTINGS)]
+    return [(f, m, *SETTINGS[(i + j) % len(SETTINGS)])
+            for i, f in enumerate(FORMATS) for j, m in enumerate(modes)]
+
+
+def check_elementwise(gpu, ref, report, values, rng, cover=False) -> None:
+    for index, (fmt, mode, subnormals, saturate) in enumerate(elementwise_cases(cover)):
         spec = make_spec(fmt, mode, subnormals, saturate, None)
         key = int(rng.integers(0, 2**63)) if spec.mode == STOCHASTIC else None
         narrow = fmt.dtype != np.float64 and index % 3 == 0  # float32 operands and result
@@ -512,6 +528,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--only", help="run only the checks whose names contain this")
     parser.add_argument("--first", action="store_true", help="stop at the first difference")
+    parser.add_argument("--cover", action="store_true",
+                        help="each format and mode once, the four settings cycling")
     args = parser.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         print("set NUMBA_ENABLE_CUDASIM=1 (this runs the CUDA kernels in the simulator)")
@@ -526,7 +544,8 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     report = Report(first=args.first)
     checks = [
-        ("elementwise", lambda: check_elementwise(gpu, ref, report, args.values, rng)),
+        ("elementwise", lambda: check_elementwise(gpu, ref, report, args.values, rng,
+                                                  args.cover)),
         ("variants", lambda: check_variants(gpu, ref, report, max(4, args.values // 2), rng)),
         ("first_unrepresentable", lambda: check_first_unrepresentable(gpu, ref, report, rng)),
         ("accumulate", lambda: check_accumulate(gpu, ref, report, rng)),

@@ -4,7 +4,10 @@
   NumPy backend's bits, flags and counts (tests/cuda_parity.py, in a subprocess:
   NUMBA_ENABLE_CUDASIM must be set before numba.cuda is imported). Its size is
   FPSIM_SIMULATOR_VALUES values per format, mode and kernel (default 32, which keeps
-  every planted special value and edge case; 96 or more for a deeper run).
+  every planted special value and edge case; 96 or more for a deeper run), each format
+  and mode under one of the four subnormals/saturation settings, cycling so that every
+  format and every mode meets all four (``--cover``; FPSIM_SIMULATOR_FULL=1: every
+  combination, four times the launches).
 - Compile check: a kernel of each kind (every kernel with FPSIM_CUDA_COMPILE_ALL=1)
   built offline for compute capability 9.0, with no floating-point contraction in the
   PTX or the machine code (tests/cuda_compile_check.py).
@@ -84,7 +87,8 @@ COMPILE_ARGS = ("--cc", "9.0", "--cache", COMPILE_CACHE,
                 *(() if os.environ.get("FPSIM_CUDA_COMPILE_ALL") else ("--representative",)))
 CHECKS = (
     ("cuda_compile_check.py", COMPILE_ARGS, False, COMPILE_TESTS),
-    ("cuda_parity.py", ("--values", VALUES), True,
+    ("cuda_parity.py", ("--values", VALUES, *(() if os.environ.get("FPSIM_SIMULATOR_FULL")
+                                              else ("--cover",))), True,
      ("test_kernels_in_the_simulator_match_the_numpy_backend",)),
     *(("cuda_parity.py", ("--values", "4", "--first", "--plant", bug, "--only", only), True,
        ("test_a_planted_launch_bound_bug_is_caught",)) for bug, only in PLANTED.items()),
