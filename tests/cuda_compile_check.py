@@ -13,7 +13,9 @@ the transcendental kernels divide).
 Flags, stochastic rounding and the operand check are arguments of each kernel, so
 one compilation holds every variant of it; both float64 and float32 arrays are built,
 and the lean kernels (``LEAN``): the rounding on the binary32 encoding, loops
-specialised to a format and mode, and the hardware loops (``cuda_hardware``).
+specialised to a format and mode, and the hardware loops (``cuda_hardware``); and the
+block-scaling kernels on whole device arrays (``ARRAY``: ``cuda_arrays``, fpsim.quantize
+on the GPU).
 
     python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2] [--cache DIR] [--representative]
 
@@ -83,18 +85,54 @@ LEAN = (("elementwise", "round_value", "float32", "binary32"),
         ("hardware_arithmetic", "op_add", "float32", "hardware:bf16:nearest_even"),
         ("hardware_arithmetic", "op_mul", "float32", "hardware:bf16:nearest_even"))
 SPECIALISED = ("bf16", "stochastic")
+# The block-scaling kernels on whole device arrays (cuda_arrays: cuda_loops.array_kernel
+# calling the kernel with its parameters, Specs and Encodings among them), variant "array".
+ARRAY = tuple(("array_kernel", k, "float64", "array") for k in (
+    "mx_exponent", "mx_factors", "mx_scaled", "pow2_or_nan", "nvfp4_block_scales",
+    "nvfp4_scaled", "current_scale", "scaled32", "blockwise_scale", "descaled32", "encode"))
 
 
 def lean_variants() -> list[tuple[str, str, str, str]]:
-    """(loop, kernel, dtype, variant) for every lean kernel the backend compiles."""
-    return list(LEAN)
+    """(loop, kernel, dtype, variant) for every lean kernel and kernel on whole arrays the
+    backend compiles."""
+    return [*LEAN, *ARRAY]
+
+
+def array_args(kernel: str) -> tuple:
+    """A call of block-scaling kernel ``kernel`` as fpsim.quantize makes it: its device
+    arrays (as host arrays of their dtypes) and its parameters."""
+    import fpsim
+    from fpsim.kernels.blockscale import Encoding
+    from fpsim.kernels.spec import make_spec
+    from fpsim.quantize.mx import mx_parameters
+    from fpsim.quantize.nvfp4 import nvfp4_parameters
+    from fpsim.quantize.schemes import scheme
+
+    f64, f32 = np.zeros(4), np.zeros(4, np.float32)
+    spec = make_spec(fpsim.format("fp4_e2m1"), "nearest_even", True, False, None)
+    mx = mx_parameters(scheme("mxfp8_e4m3"), "ocp", spec)
+    nv = nvfp4_parameters(scheme("nvfp4"), 3.0, spec)
+    return {
+        "mx_exponent": (f64, mx.rule, mx.emax, mx.t, mx.inv_max, mx.low, mx.high, mx.fp32),
+        "mx_factors": (np.zeros(4, np.int64),),
+        "mx_scaled": (f64, f64, f64, np.zeros(4, np.bool_), 1e-300),
+        "pow2_or_nan": (np.zeros(4, np.int64), np.zeros(4, np.bool_)),
+        "nvfp4_block_scales": (f64, nv.multiplier, nv.global_decode, nv.e4m3),
+        "nvfp4_scaled": (f32, f32),
+        "current_scale": (f64, np.float32(448.0), True),
+        "scaled32": (f32, f32),
+        "blockwise_scale": (f64,),
+        "descaled32": (f32, f32),
+        "encode": (f64, Encoding.of(fpsim.format("fp8_e4m3"))),
+    }[kernel]
 
 
 # ``--representative``: one kernel of each kind of code the backend compiles, for a suite on
 # a machine without a cache (CI): fma, the kernel contraction would change most (it holds
 # the rounding); division, square root, and the transcendental kernels (tanh holds exp,
 # log and divisions); each accumulation loop; the binary32 lanes specialised to a format;
-# and a hardware loop (its own fma.rn.f16 allowed). The
+# a hardware loop (its own fma.rn.f16 allowed); and a block-scaling kernel on whole arrays
+# (a Spec among its parameters, two results). The
 # control and the no_contraction() mechanism are the same for all (FPSIM_CUDA_COMPILE_ALL=1
 # in tests/test_cuda_backend.py, or no flag here, compiles every kernel).
 REPRESENTATIVE = {
@@ -104,6 +142,7 @@ REPRESENTATIVE = {
     ("accumulate_blocks", "", "float64"),
     ("elementwise", "round_value", "float32", "binary32+spec"),
     ("hardware_arithmetic", "op_fma", "float32", "hardware:fp16:nearest_even"),
+    ("array_kernel", "nvfp4_block_scales", "float64", "array"),
 }
 
 
@@ -156,6 +195,25 @@ def sample_args(loop: str, kernel: str, dtype: str, variant: str = "") -> tuple:
     return a, b, c, c.copy(), counts, fpsim.hw.H100.params(), out_spec, 16, 1, True
 
 
+def array_loop(backend, kernel: str):
+    """``cuda_loops.array_kernel`` for ``kernel`` as cuda_arrays builds it (its Python
+    function and launch options) and the signature of its launch."""
+    from numba.cuda.typing.typeof import typeof
+
+    from fpsim.backends.cuda_arrays import MAX_OPERANDS
+
+    args = array_args(kernel)
+    count = sum(isinstance(a, np.ndarray) for a in args)
+    arrays, params = args[:count], args[count:]
+    kernels = backend.array_kernels()
+    outs = kernels.result_dtypes(kernel, [a.dtype for a in arrays], params)
+    loop = kernels.loop(kernel, count, len(outs), len(params))
+    padded = [*arrays, *[arrays[0]] * (MAX_OPERANDS - count)]
+    second = np.zeros(4, outs[1]) if len(outs) > 1 else np.zeros(1, outs[0])
+    launch = (*padded, np.zeros(4, outs[0]), second, params)
+    return loop, tuple(typeof(x) for x in launch)
+
+
 def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: bool = True,
                 variant: str = ""):
     """PTX of one kernel, and the seconds it took."""
@@ -167,9 +225,14 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
 
     backend = cupy_backend.Backend()
     assert not backend.simulator, "the offline build needs the real numba-cuda, not the simulator"
-    _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
-    func = backend.loop(getattr(cuda_loops, loop), kernel, bound, encoding, hardware).py_func
-    signature = tuple(typeof(x) for x in sample_args(loop, kernel, dtype, variant))
+    if variant == "array":
+        dispatcher, signature = array_loop(backend, kernel)
+        func = dispatcher.py_func
+    else:
+        _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
+        func = backend.loop(getattr(cuda_loops, loop), kernel, bound, encoding,
+                            hardware).py_func
+        signature = tuple(typeof(x) for x in sample_args(loop, kernel, dtype, variant))
     start = time.perf_counter()
     if contraction_off:
         with no_contraction():
@@ -184,9 +247,12 @@ def link_problems(loop: str, kernel: str, dtype: str, variant: str = "") -> list
     link-time optimization contracts again (found on an H200: fpsim.backends.cuda_contraction)."""
     from fpsim.backends import cuda_loops, cupy_backend
 
-    _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
-    loop_kernel = cupy_backend.Backend().loop(getattr(cuda_loops, loop), kernel, bound,
-                                              encoding, hardware)
+    if variant == "array":
+        loop_kernel = array_loop(cupy_backend.Backend(), kernel)[0]
+    else:
+        _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
+        loop_kernel = cupy_backend.Backend().loop(getattr(cuda_loops, loop), kernel, bound,
+                                                  encoding, hardware)
     if loop_kernel.targetoptions.get("lto"):
         return ["linked by link-time optimization (nvJitLink), which contracts again"]
     return []

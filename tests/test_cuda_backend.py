@@ -291,3 +291,46 @@ def test_the_compile_checks_report_is_kept_under_the_digest_of_what_decides_it(t
     with mock.patch.object(check, "check", return_value=0):  # and a passing one is
         assert check.main(["--cc", "9.0", "--cache", str(failing)]) == 0
     assert [p.name for p in failing.iterdir()] == [f"{key}.txt"]
+
+
+def test_spread_writes_star_arguments_out_for_numba_cuda():
+    """numba-cuda does not inline a device function called with ``*params``: the loop on
+    whole arrays is built with them written out (cuda_arrays), as its Python runs the
+    same."""
+    from fpsim.backends import cuda_loops
+    from fpsim.backends._instantiate import clone, spread
+
+    calls = []
+
+    def kernel(*args):
+        calls.append(args)
+        return sum(args)
+
+    class Grid:
+        @staticmethod
+        def grid(_):
+            return 0
+
+        @staticmethod
+        def gridsize(_):
+            return 1
+
+    namespace = dict(vars(cuda_loops), KERNEL=kernel, OPERANDS=2, RESULTS=1, cuda=Grid)
+    import dis
+
+    import numpy as np
+
+    code = spread(cuda_loops.array_kernel, "params", 3)
+    star = {i.opname for i in dis.get_instructions(cuda_loops.array_kernel)}
+    assert "CALL_FUNCTION_EX" in star  # the source calls KERNEL(..., *params)
+    assert "CALL_FUNCTION_EX" not in {i.opname for i in dis.get_instructions(code)}
+    loop = clone(cuda_loops.array_kernel, namespace, "probe", code)
+    first = np.zeros(2)
+    loop(np.array([1.0, 2.0]), np.array([10.0, 20.0]), None, None, first, None,
+         (100.0, 1000.0, 5.0))
+    assert calls == [(1.0, 10.0, 100.0, 1000.0, 5.0), (2.0, 20.0, 100.0, 1000.0, 5.0)]
+    assert first.tolist() == [1116.0, 1127.0]
+    with pytest.raises(IndexError):  # the count written out is the count used
+        clone(cuda_loops.array_kernel, namespace, "probe",
+              spread(cuda_loops.array_kernel, "params", 4))(
+            np.ones(1), np.ones(1), None, None, np.zeros(1), None, (1.0, 2.0, 3.0))

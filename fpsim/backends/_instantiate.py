@@ -146,3 +146,32 @@ def in_lanes(func: types.FunctionType) -> types.CodeType:
     module = compile(tree, func.__code__.co_filename, "exec")
     return next(c for c in module.co_consts
                 if isinstance(c, types.CodeType) and c.co_name == func.__name__)
+
+
+class _Spread(ast.NodeTransformer):
+    def __init__(self, name: str, count: int) -> None:
+        self.name, self.count = name, count
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        args: list[ast.expr] = []
+        for a in node.args:
+            if (isinstance(a, ast.Starred) and isinstance(a.value, ast.Name)
+                    and a.value.id == self.name):
+                args += [ast.Subscript(ast.Name(self.name, ast.Load()), ast.Constant(k),
+                                       ast.Load()) for k in range(self.count)]
+            else:
+                args.append(a)
+        node.args = args
+        return node
+
+
+def spread(func: types.FunctionType, name: str, count: int) -> types.CodeType:
+    """``func``'s code with each ``f(..., *name)`` written ``f(..., name[0], ...,
+    name[count - 1])``: numba-cuda does not inline a device function called with ``*args``."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    tree = ast.fix_missing_locations(_Spread(name, count).visit(tree))
+    ast.increment_lineno(tree, func.__code__.co_firstlineno - 1)
+    module = compile(tree, func.__code__.co_filename, "exec")
+    return next(c for c in module.co_consts
+                if isinstance(c, types.CodeType) and c.co_name == func.__name__)

@@ -21,7 +21,7 @@ import numpy as np
 from numba import cuda
 
 from fpsim.backends import cuda_loops
-from fpsim.backends._instantiate import clone
+from fpsim.backends._instantiate import clone, spread
 from fpsim.backends.cuda_contraction import KERNEL_OPTIONS, no_contraction
 from fpsim.backends.protocol import is_device_array
 
@@ -58,16 +58,17 @@ class DeviceKernels(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.host)
 
-    def loop(self, name: str, operands: int, results: int) -> Any:
-        """``cuda_loops.array_kernel`` compiled for kernel ``name`` (lazily; cached on disk
-        on a GPU)."""
-        key = (name, operands, results)
+    def loop(self, name: str, operands: int, results: int, params: int) -> Any:
+        """``cuda_loops.array_kernel`` compiled for kernel ``name`` with ``params``
+        parameters after its operands (lazily; cached on disk on a GPU)."""
+        key = (name, operands, results, params)
         if key not in self._loops:
             namespace = dict(vars(cuda_loops), KERNEL=self.backend.kernels[name],
                              OPERANDS=operands, RESULTS=results)
             tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
             func = clone(cuda_loops.array_kernel, namespace,  # type: ignore[arg-type]
-                         f"array_kernel_{name}_{tag}_{self.backend.digest}")
+                         f"array_kernel_{name}_{tag}_{self.backend.digest}",
+                         spread(cuda_loops.array_kernel, "params", params))
             options = {} if self.backend.simulator else dict(KERNEL_OPTIONS, cache=True)
             self._loops[key] = cuda.jit(func, **options)  # type: ignore[no-untyped-call]
         return self._loops[key]
@@ -100,7 +101,7 @@ class DeviceKernels(Mapping[str, Any]):
         outs = [xp.empty(flat[0].size, dt) for dt in dtypes]
         if flat[0].size:
             padded = flat + [flat[0]] * (MAX_OPERANDS - count)
-            loop = self.loop(name, count, len(outs))
+            loop = self.loop(name, count, len(outs), len(params))
             blocks, threads = self.backend.grid(flat[0].size)
             if self.backend.simulator:  # it copies arguments back: the inputs are read-only
                 padded = [cuda.In(a) for a in padded]  # type: ignore[attr-defined]
