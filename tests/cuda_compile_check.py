@@ -6,9 +6,10 @@ checks the PTX: no ``fma`` instruction (but a hardware loop's own binary16/bfloa
 ``fma.rn``, which is fpsim's fma), and an explicit ``.rn`` on every f16/bf16/f32/f64
 add, sub and mul (ptxas never fuses those). Where ``ptxas`` and ``nvdisasm`` are found
 (PATH, or the nvidia-* wheels) it also assembles each kernel and checks the machine
-code: no DFMA/FFMA beyond those of the correctly rounded square root and division
-(``sqrt.rn.f64``, ``div.rn.f64``: ptxas expands each with fused operations of its own;
-the transcendental kernels divide).
+code: no DFMA/FFMA beyond those of the correctly rounded square root, division and
+reciprocal (``sqrt.rn.f64``, ``div.rn.f64``, ``div.rn.f32``, ``rcp.rn.f32``: ptxas
+expands each with fused operations of its own; the transcendental kernels divide, and
+the block-scaling kernels divide in binary32).
 
 Flags, stochastic rounding and the operand check are arguments of each kernel, so
 one compilation holds every variant of it; both float64 and float32 arrays are built,
@@ -56,8 +57,10 @@ FMA = re.compile(r"^\s*fma\.", re.M)
 # The one fused operation a hardware loop may hold: binary16/bfloat16 fma.rn, which is
 # fpsim's fma itself (cuda_hardware), not a contraction.
 HALF_FMA = re.compile(r"^\s*fma\.rn\.(f16|bf16)\s", re.M)
-SQRT = re.compile(r"^\s*sqrt\.rn\.f64\b", re.M)
-DIV = re.compile(r"^\s*div\.rn\.f64\b", re.M)
+# The correctly rounded operations ptxas expands with fused operations of its own (none of
+# them a contraction): each one's instruction in the PTX.
+EXPANDED = {op: re.compile(rf"^\s*{op.replace('.', chr(92) + '.')}\b", re.M)
+            for op in ("sqrt.rn.f64", "div.rn.f64", "rcp.rn.f32", "div.rn.f32")}
 SASS_FMA = re.compile(r"\b([DFH]FMA)\b")
 
 
@@ -325,8 +328,8 @@ def control(cc: tuple, tools) -> tuple[list[str], list[str]]:
 
 
 def expansion_fma(cc: tuple, tools, op: str) -> dict[str, int]:
-    """Fused operations ptxas uses for one correctly rounded binary64 ``op`` ("sqrt" or
-    "div")."""
+    """Fused operations ptxas uses for one correctly rounded ``op`` (a key of
+    ``EXPANDED``)."""
     from numba import cuda
     from numba.cuda.typing.typeof import typeof
 
@@ -342,12 +345,16 @@ def expansion_fma(cc: tuple, tools, op: str) -> dict[str, int]:
         if i < x.size:
             out[i] = x[i] / out[i]
 
-    v = np.zeros(2)
+    def reciprocal(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = np.float32(1.0) / x[i]
+
+    kernel = {"sqrt": root, "div": quotient, "rcp": reciprocal}[op.split(".")[0]]
+    v = np.zeros(2, np.float32 if op.endswith("f32") else np.float64)
     with no_contraction():
-        ptx, _ = cuda.compile_ptx(root if op == "sqrt" else quotient,
-                                  (typeof(v), typeof(v)), cc=cc)
-    pattern = SQRT if op == "sqrt" else DIV
-    assert len(pattern.findall(ptx)) == 1, f"the reference kernel should hold one {op}.rn.f64"
+        ptx, _ = cuda.compile_ptx(kernel, (typeof(v), typeof(v)), cc=cc)
+    assert len(EXPANDED[op].findall(ptx)) == 1, f"the reference kernel should hold one {op}"
     return sass_fma(ptx, cc, tools)
 
 
@@ -360,13 +367,13 @@ def check_variant(job) -> tuple[str, list[str], float]:
         problems += link_problems(loop, kernel, dtype, variant)
     if tools:
         fused = sass_fma(ptx, cc, tools)
-        roots, divisions = len(SQRT.findall(ptx)), len(DIV.findall(ptx))
-        per_sqrt, per_div = expansions
-        for op, count in fused.items():
-            allowed = roots * per_sqrt.get(op, 0) + divisions * per_div.get(op, 0)
+        found = {op: len(pattern.findall(ptx)) for op, pattern in EXPANDED.items()}
+        for kind, count in fused.items():
+            allowed = sum(n * expansions[op].get(kind, 0) for op, n in found.items())
             if count > allowed:
-                problems.append(f"{count} {op} in the machine code, {allowed} from "
-                                f"{roots} square root(s) and {divisions} division(s)")
+                held = ", ".join(f"{n} {op}" for op, n in found.items() if n) or "none"
+                problems.append(f"{count} {kind} in the machine code, {allowed} from the "
+                                f"correctly rounded operations' expansions ({held})")
     return name, problems, seconds
 
 
@@ -438,12 +445,10 @@ def check(cc: tuple, tools, jobs: int, report=None, scope: str = "all") -> int:
     if tools and None in tools:
         say(f"machine-code check skipped: ptxas={tools[0]} nvdisasm={tools[1]}")
         tools = None
-    per_sqrt = expansion_fma(cc, tools, "sqrt") if tools else {}
-    per_div = expansion_fma(cc, tools, "div") if tools else {}
+    expansions = {op: expansion_fma(cc, tools, op) if tools else {} for op in EXPANDED}
     if tools:
-        say(f"machine code: {tools[0]}, {tools[1]}; one sqrt.rn.f64 uses {per_sqrt}, "
-            f"one div.rn.f64 {per_div}")
-    expansions = (per_sqrt, per_div)
+        say(f"machine code: {tools[0]}, {tools[1]}; "
+            + ", ".join(f"one {op} uses {used}" for op, used in expansions.items()))
     left_on, turned_off = control(cc, tools)
     # Caught by each check: the PTX's (an fma), and the machine code's where it runs.
     caught = (any(p.startswith("fma instruction") for p in left_on)

@@ -1,5 +1,6 @@
 """Exhaustive checks of small formats against the exact reference."""
 
+import itertools
 from functools import cache
 
 import numpy as np
@@ -107,10 +108,15 @@ def _expected_round(name, mode, subnormals, saturate):
     return out, fl
 
 
-@pytest.mark.parametrize("saturate", [False, True])
-@pytest.mark.parametrize("subnormals", [True, False])
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", FORMATS)
+def _shared(names, modes, *more):
+    """Parameters (name, mode, ...): the tests of one name and mode share their reference
+    tables (cached in this module), so they run on one worker (``xdist_group``)."""
+    return [pytest.param(n, m, *rest, marks=pytest.mark.xdist_group(f"exhaustive {n} {m}"))
+            for n in names for m in modes for rest in itertools.product(*more)]
+
+
+@pytest.mark.parametrize("name, mode, subnormals, saturate",
+                         _shared(FORMATS, MODES, [True, False], [False, True]))
 def test_round_probes(name, mode, subnormals, saturate, backend_name):
     """fpsim.round of every probe equals the reference, values and flags."""
     x = _probes(name)
@@ -144,10 +150,8 @@ def _expected_pairs(name, op, mode, subnormals):
     return out, fl
 
 
-@pytest.mark.parametrize("subnormals", [True, False])
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("op", list(REF_BINARY))
-@pytest.mark.parametrize("name", ["fp8_e5m2", "fp8_e4m3"])
+@pytest.mark.parametrize("name, mode, op, subnormals",
+                         _shared(["fp8_e5m2", "fp8_e4m3"], MODES, list(REF_BINARY), [True, False]))
 def test_fp8_all_pairs(name, op, mode, subnormals, backend_name):
     """Every pair of fp8 values through add, sub, mul, div, values and flags."""
     a, b = _pairs(name)

@@ -9,6 +9,7 @@ Sources of the corner cases (see ../shared/notes/tensor-cores.md):
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -384,10 +385,10 @@ TILED_CASES = {  # model, input exponent range: binary32 and binary64 products, 
 }
 
 
-@pytest.mark.parametrize("case", TILED_CASES)
-def test_tiled_shapes_against_reference(case, backend_name):
-    """Batches, rows and columns over several tiles (32 x 128), K not a whole number of
-    blocks, c from fp32 subnormals to large values: bit for bit the reference."""
+@functools.cache
+def _tiled_case(case: str):
+    """The operands of a tiled case and their exact reference (computed once per process;
+    a case's backends run on one worker: ``xdist_group``)."""
     m, (lo, hi) = TILED_CASES[case]
     rng = np.random.default_rng(len(case))
     fmt = m.input
@@ -395,7 +396,16 @@ def test_tiled_shapes_against_reference(case, backend_name):
     B = _values(rng, fmt, (2, 35, 133), lo, hi)
     A[0, 3] = 0.0  # a row of zero products: the block's exponent comes from c alone
     C = _values(rng, "fp32", (2, 37, 133), -126, 40, zero=0.2, sub=0.1)
-    check(fpsim.matmul(A, B, c=C, model=m), ref_block_fma(A, B, C, params(m)), case)
+    return A, B, C, ref_block_fma(A, B, C, params(m))
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xdist_group(f"tiled {c}"))
+                                  for c in TILED_CASES])
+def test_tiled_shapes_against_reference(case, backend_name):
+    """Batches, rows and columns over several tiles (32 x 128), K not a whole number of
+    blocks, c from fp32 subnormals to large values: bit for bit the reference."""
+    A, B, C, want = _tiled_case(case)
+    check(fpsim.matmul(A, B, c=C, model=TILED_CASES[case][0]), want, case)
 
 
 # The published corner cases above, one (a, b, c) per row: fp16 inputs, then those that

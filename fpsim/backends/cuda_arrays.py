@@ -37,7 +37,7 @@ class DeviceKernels(Mapping[str, Any]):
 
     def __init__(self, backend: Any, host: Mapping[str, Any]) -> None:
         self.backend, self.host = backend, host
-        self._loops: dict[tuple[str, int, int], Any] = {}
+        self._loops: dict[tuple[str, int, int, int], Any] = {}
         self._dtypes: dict[tuple[Any, ...], list[np.dtype[Any]]] = {}
 
     def __getitem__(self, name: str) -> Any:
@@ -68,7 +68,8 @@ class DeviceKernels(Mapping[str, Any]):
             tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
             func = clone(cuda_loops.array_kernel, namespace,  # type: ignore[arg-type]
                          f"array_kernel_{name}_{tag}_{self.backend.digest}",
-                         spread(cuda_loops.array_kernel, "params", params))
+                         spread(cuda_loops.array_kernel,  # type: ignore[arg-type]
+                                "params", params))
             options = {} if self.backend.simulator else dict(KERNEL_OPTIONS, cache=True)
             self._loops[key] = cuda.jit(func, **options)  # type: ignore[no-untyped-call]
         return self._loops[key]
@@ -115,6 +116,8 @@ class DeviceKernels(Mapping[str, Any]):
 
 
 def _module(x: Any) -> Any:
-    from fpsim._device import array_module
+    """CuPy (the module the cupy backend's device arrays come from; under the CUDA
+    simulator, the stand-in registered as ``cupy``)."""
+    import cupy
 
-    return array_module(x)
+    return cupy

@@ -43,7 +43,7 @@ class _IRCopies:
     blocks of one IR (one scope) are deep-copied with one memo, a new memo each time a
     block of it is copied again (the next copy of that IR)."""
 
-    def __init__(self, block_type: type) -> None:
+    def __init__(self, block_type: Any) -> None:
         self._block = block_type
         self._copies: dict[int, tuple[set[int], dict[int, Any]]] = {}
 
@@ -74,7 +74,7 @@ def _patch(worker: Any) -> bool:
     if (names != ["self", "caller_ir", "block", "i", "function", "arg_typs"]
             or untyped != ["self", "func", "enable_ssa"] or not hasattr(worker, "inline_ir")):
         return False
-    module = sys.modules[worker.__module__]
+    module: Any = sys.modules[worker.__module__]
     block_type = getattr(getattr(module, "ir", None), "Block", None)
     if getattr(module, "copy", None) is not copy or not isinstance(block_type, type):
         return False
