@@ -1,6 +1,7 @@
 """Property tests: every operation, mode and setting against the exact reference."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -22,8 +23,11 @@ from reference import (
 
 import fpsim
 
+# Examples per (operation, format, backend), each run drawing new ones (not derandomized:
+# the runs' coverage adds up); FPSIM_PROPERTY_EXAMPLES for a deeper run.
+EXAMPLES = int(os.environ.get("FPSIM_PROPERTY_EXAMPLES", "50"))
 SETTINGS = settings(
-    max_examples=100,
+    max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
