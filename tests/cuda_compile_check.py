@@ -203,18 +203,16 @@ def array_loop(backend, kernel: str):
     function and launch options) and the signature of its launch."""
     from numba.cuda.typing.typeof import typeof
 
-    from fpsim.backends.cuda_arrays import MAX_OPERANDS
+    from fpsim.backends.cuda_arrays import launch_arrays
 
     args = array_args(kernel)
     count = sum(isinstance(a, np.ndarray) for a in args)
-    arrays, params = args[:count], args[count:]
+    arrays, params = list(args[:count]), args[count:]
     kernels = backend.array_kernels()
-    outs = kernels.result_dtypes(kernel, [a.dtype for a in arrays], params)
-    loop = kernels.loop(kernel, count, len(outs), len(params))
-    padded = [*arrays, *[arrays[0]] * (MAX_OPERANDS - count)]
-    second = np.zeros(4, outs[1]) if len(outs) > 1 else np.zeros(1, outs[0])
-    launch = (*padded, np.zeros(4, outs[0]), second, params)
-    return loop, tuple(typeof(x) for x in launch)
+    dtypes = kernels.result_dtypes(kernel, [a.dtype for a in arrays], params)
+    loop = kernels.loop(kernel, count, len(dtypes), len(params))
+    inputs, results = launch_arrays(arrays, [np.zeros(4, dt) for dt in dtypes], np)
+    return loop, tuple(typeof(x) for x in (*inputs, *results, params))
 
 
 def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: bool = True,

@@ -140,12 +140,7 @@ def in_lanes(func: types.FunctionType) -> types.CodeType:
     """``func``'s code with each binary operation ``a op b`` written ``lane_op(a, b)``:
     the encoding's primitive, which keeps two integers of its lane width in that width
     (Numba widens them to 64 bits; ``numba_lanes``)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    tree = ast.fix_missing_locations(_ToLanes().visit(tree))
-    ast.increment_lineno(tree, func.__code__.co_firstlineno - 1)
-    module = compile(tree, func.__code__.co_filename, "exec")
-    return next(c for c in module.co_consts
-                if isinstance(c, types.CodeType) and c.co_name == func.__name__)
+    return _rewritten(func, _ToLanes())
 
 
 class _Spread(ast.NodeTransformer):
@@ -169,8 +164,13 @@ class _Spread(ast.NodeTransformer):
 def spread(func: types.FunctionType, name: str, count: int) -> types.CodeType:
     """``func``'s code with each ``f(..., *name)`` written ``f(..., name[0], ...,
     name[count - 1])``: numba-cuda does not inline a device function called with ``*args``."""
+    return _rewritten(func, _Spread(name, count))
+
+
+def _rewritten(func: types.FunctionType, transformer: ast.NodeTransformer) -> types.CodeType:
+    """``func``'s code with its source rewritten by ``transformer`` (same file and lines)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    tree = ast.fix_missing_locations(_Spread(name, count).visit(tree))
+    tree = ast.fix_missing_locations(transformer.visit(tree))
     ast.increment_lineno(tree, func.__code__.co_firstlineno - 1)
     module = compile(tree, func.__code__.co_filename, "exec")
     return next(c for c in module.co_consts

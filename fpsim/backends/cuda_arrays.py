@@ -101,18 +101,24 @@ class DeviceKernels(Mapping[str, Any]):
         dtypes = self.result_dtypes(name, [a.dtype for a in arrays], params)
         outs = [xp.empty(flat[0].size, dt) for dt in dtypes]
         if flat[0].size:
-            padded = flat + [flat[0]] * (MAX_OPERANDS - count)
+            inputs, results = launch_arrays(flat, outs, xp)
             loop = self.loop(name, count, len(outs), len(params))
             blocks, threads = self.backend.grid(flat[0].size)
             if self.backend.simulator:  # it copies arguments back: the inputs are read-only
-                padded = [cuda.In(a) for a in padded]  # type: ignore[attr-defined]
+                inputs = [cuda.In(a) for a in inputs]  # type: ignore[attr-defined]
             with no_contraction():
-                # One result: a distinct array in the second's place (the simulator copies
-                # each argument back, and a repeated one would overwrite the results).
-                second = outs[1] if len(outs) > 1 else xp.empty(1, outs[0].dtype)
-                loop[blocks, threads](*padded, outs[0], second, params)
+                loop[blocks, threads](*inputs, *results, params)
         shaped = tuple(o.reshape(shape) for o in outs)
         return shaped if len(shaped) > 1 else shaped[0]
+
+
+def launch_arrays(operands: list[Any], outs: list[Any], xp: Any) -> tuple[list[Any], list[Any]]:
+    """``array_kernel``'s array arguments: the operands padded to ``MAX_OPERANDS`` (with
+    the first), and its two result arrays (with one result, a distinct array in the
+    second's place: the simulator copies each argument back, and a repeated one would
+    overwrite the results)."""
+    second = outs[1] if len(outs) > 1 else xp.empty(1, outs[0].dtype)
+    return operands + [operands[0]] * (MAX_OPERANDS - len(operands)), [outs[0], second]
 
 
 def _module(x: Any) -> Any:
