@@ -129,6 +129,50 @@ def binary32_blas(xp: ModuleType) -> bool:
         return False
 
 
+def binary64(x: Any) -> Any:
+    """``x``'s values as a float64 array on its device, exactly: float64 as it is; on a
+    GPU, float32 widened by fpsim's kernel (``fpsim.kernels.convert``: a NaN as the one
+    quiet NaN), never by CuPy's own conversion, which flushes binary32 subnormals to zero
+    (CuPy compiles its kernels with ``-ftz=true``); on the host, and for other dtypes, by
+    the array module (NumPy's conversion is IEEE's).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> binary64(np.float32([2.0**-149, 1.5])).tolist()
+    [1.401298464324817e-45, 1.5]
+    """
+    if x.dtype == np.float64:
+        return x
+    if x.dtype == np.float32 and is_device_array(x):
+        from fpsim.backends import array_kernels
+
+        with kernels(x):
+            return array_kernels(x)["to_binary64"](x)
+    return array_module(x).asarray(x, dtype=np.float64)
+
+
+def binary32(x: Any) -> Any:
+    """``x`` as a float32 array on its device: float64 rounded to nearest even, subnormals
+    kept (on a GPU by fpsim's kernel, ``fpsim.kernels.convert``, a NaN as the one quiet
+    NaN; see ``binary64``); float32 as it is; float16 widened exactly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> binary32(np.array([2.0**-149, 0.1])).tolist()
+    [1.401298464324817e-45, 0.10000000149011612]
+    """
+    if x.dtype == np.float32:
+        return x
+    if x.dtype == np.float64 and is_device_array(x):
+        from fpsim.backends import array_kernels
+
+        with kernels(x), np.errstate(over="ignore"):  # beyond binary32's range: infinite
+            return array_kernels(x)["to_binary32"](x)
+    return array_module(x).asarray(x, dtype=np.float32)
+
+
 def transfer(data: Any, device: str) -> Any:
     """``data`` on ``device``: itself if it is there, else a copy (host to GPU or back).
 

@@ -582,6 +582,7 @@ def _mfma_operands(who: str, a: _Any, b: _Any, c: _Any, input: str, step: int,
     ``step``, every value of its format."""
     import numpy as np
 
+    from fpsim._device import binary64
     from fpsim._inputs import array_module, result_dtype
     from fpsim.rounding import round as round_to
 
@@ -589,7 +590,7 @@ def _mfma_operands(who: str, a: _Any, b: _Any, c: _Any, input: str, step: int,
         raise ValueError(f"{who}: input must be {' or '.join(formats)}, got {input!r}")
     xp = array_module([a, b])
     dtype = result_dtype(xp.asarray(a), xp.asarray(b), np.float32)
-    x, y = xp.asarray(a, dtype=np.float64), xp.asarray(b, dtype=np.float64)
+    x, y = binary64(xp.asarray(a)), binary64(xp.asarray(b))
     if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
         raise ValueError(f"{who}: K must be A's last and B's second-last dimension, got A of"
                          f" shape {x.shape} and B of shape {y.shape}")
@@ -597,7 +598,7 @@ def _mfma_operands(who: str, a: _Any, b: _Any, c: _Any, input: str, step: int,
         raise ValueError(f"{who}: K must be a multiple of {step}, got A of shape {x.shape}")
     shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
     acc = xp.zeros(shape) if c is None else xp.broadcast_to(
-        xp.asarray(c, dtype=np.float64), shape).copy()
+        binary64(xp.asarray(c)), shape).copy()
     for name, v, fmt in (("A", x, input), ("B", y, input_b or input), ("c", acc, "fp32")):
         with np.errstate(all="ignore"):
             held = (round_to(v, fmt) == v) | xp.isnan(v)

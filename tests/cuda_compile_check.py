@@ -54,6 +54,7 @@ import numpy as np
 
 ARITH = re.compile(r"^\s*(add|sub|mul)((?:\.[a-z0-9]+)*)\.(f32|f64|f16|bf16)\b", re.M)
 FMA = re.compile(r"^\s*fma\.", re.M)
+FTZ = re.compile(r"^\s*[a-z0-9]+(?:\.[a-z0-9]+)*\.ftz\b.*$", re.M)
 # The one fused operation a hardware loop may hold: binary16/bfloat16 fma.rn, which is
 # fpsim's fma itself (cuda_hardware), not a contraction.
 HALF_FMA = re.compile(r"^\s*fma\.rn\.(f16|bf16)\s", re.M)
@@ -92,7 +93,8 @@ SPECIALISED = ("bf16", "stochastic")
 # calling the kernel with its parameters, Specs and Encodings among them), variant "array".
 ARRAY = tuple(("array_kernel", k, "float64", "array") for k in (
     "mx_exponent", "mx_factors", "mx_scaled", "pow2_or_nan", "nvfp4_block_scales",
-    "nvfp4_scaled", "current_scale", "scaled32", "blockwise_scale", "descaled32", "encode"))
+    "nvfp4_scaled", "current_scale", "scaled32", "blockwise_scale", "descaled32", "encode",
+    "to_binary32", "to_binary64"))
 
 
 def lean_variants() -> list[tuple[str, str, str, str]]:
@@ -127,6 +129,8 @@ def array_args(kernel: str) -> tuple:
         "blockwise_scale": (f64,),
         "descaled32": (f32, f32),
         "encode": (f64, Encoding.of(fpsim.format("fp8_e4m3"))),
+        "to_binary32": (f64,),
+        "to_binary64": (f32,),
     }[kernel]
 
 
@@ -265,6 +269,8 @@ def ptx_problems(ptx: str, half_fma: bool = False) -> list[str]:
     allowed = {m.start() for m in HALF_FMA.finditer(ptx)} if half_fma else set()
     problems = [f"fma instruction: {m.group(0).strip()}" for m in FMA.finditer(ptx)
                 if m.start() not in allowed]
+    # Subnormals are kept: nothing flushes them (CuPy's kernels do: -ftz=true).
+    problems += [f"flushes subnormals: {m.group(0).strip()}" for m in FTZ.finditer(ptx)]
     for m in ARITH.finditer(ptx):
         if ".rn" not in m.group(2):
             problems.append(f"no explicit rounding (may be contracted): {m.group(0).strip()}")

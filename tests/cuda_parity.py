@@ -43,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fake_cupy  # noqa: E402
 
+sys.modules["cupy"] = fake_cupy  # what fpsim imports as CuPy
+
 import fpsim  # noqa: E402
 from fpsim.backends import cuda_loops, numpy_backend  # noqa: E402
 from fpsim.backends.protocol import ARITY, KERNELS  # noqa: E402

@@ -10,6 +10,16 @@ dimensions raises TypeError (CuPy's "Unsupported type"). Any other NumPy functio
 forwarded (``fake_cupy.exp``, ``fake_cupy.stack``, ...): it takes stand-in arrays and
 returns them, and each forwarded call's name is recorded in ``calls`` (a test can see
 that no reduction of CuPy's own ran).
+
+Like CuPy, whose kernels are compiled with ``-ftz=true`` (found on an H200: a binary32
+subnormal read or written by CuPy's own kernels is flushed to zero), the stand-in flushes
+binary32 subnormals to zeros of their sign wherever its own operations read or write
+float32: ufuncs and the arithmetic NumPy functions (``ARITHMETIC``) on float32 operands or
+results, and every conversion between float32 and another float dtype (``astype``,
+``asarray``, ``ascontiguousarray``, ``copyto``, item assignment). And a float32 result of
+its arithmetic has the GPU's one binary32 NaN, ``0x7fffffff``, for every NaN. The
+kernels fpsim compiles itself (numba-cuda, no ``ftz``) keep subnormals: only what fpsim
+leaves to CuPy is flushed.
 """
 
 import numpy as np
@@ -25,6 +35,48 @@ methods other than calls (``add.reduce`` ...), in order."""
 
 # What CuPy takes beside its arrays: scalars, and 0-d host arrays.
 _SCALARS = (int, float, complex, bool, np.generic)
+F32 = np.dtype(np.float32)
+GPU_NAN32 = np.uint32(0x7FFFFFFF)  # the binary32 NaN the GPU's arithmetic gives
+# The NumPy functions that CuPy computes with arithmetic (its reductions and products).
+ARITHMETIC = frozenset({"max", "min", "amax", "amin", "nanmax", "nanmin", "sum", "nansum",
+                        "prod", "mean", "cumsum", "dot", "abs", "absolute", "maximum",
+                        "minimum", "clip", "fmax", "fmin", "linalg.norm", "square", "sqrt"})
+
+
+def flushed(a):
+    """A host array with its binary32 subnormals flushed to zeros of their sign (CuPy's
+    ``-ftz=true``); other dtypes as they are."""
+    if isinstance(a, np.float32):
+        a = np.asarray(a)
+    if not isinstance(a, np.ndarray) or a.dtype != F32:
+        return a
+    tiny = (np.abs(a.view(np.ndarray)) < np.finfo(np.float32).tiny) & (a != 0)
+    if not tiny.any():
+        return a
+    out = np.array(a.view(np.ndarray))
+    out[tiny] = np.copysign(np.float32(0), out[tiny])
+    return out
+
+
+def _gpu_result(a):
+    """A float32 result of CuPy's arithmetic: flushed, each NaN the GPU's."""
+    a = flushed(a)
+    if isinstance(a, np.ndarray) and a.dtype == F32:
+        nan = np.isnan(a)
+        if nan.any():
+            a = np.array(a)
+            a.view(np.uint32)[nan] = GPU_NAN32
+    return a
+
+
+def converted(a, dtype):
+    """``a`` converted to ``dtype`` by CuPy: a binary32 side flushed."""
+    a = np.asarray(a)
+    dtype = a.dtype if dtype is None else np.dtype(dtype)
+    if dtype == a.dtype:
+        return a
+    out = flushed(a).astype(dtype)
+    return flushed(out) if dtype == F32 else out
 
 
 def _refuse_host(values):
@@ -100,15 +152,36 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
         _refuse_host(kwargs.get("out", ()))
         if method != "__call__":
             calls.append(f"{ufunc.__name__}.{method}")  # a reduction of CuPy's own
-        if "out" in kwargs:
-            kwargs["out"] = tuple(_host(o) for o in kwargs["out"])
-        result = getattr(ufunc, method)(*_unwrap(inputs), **kwargs)
-        return None if method == "at" else _wrap(result)
+        outs = kwargs.pop("out", None)
+        result = getattr(ufunc, method)(*(flushed(x) for x in _unwrap(inputs)), **kwargs)
+        if method == "at":
+            return None
+        result = tuple(_gpu_result(r) for r in result) if isinstance(result, tuple) else (
+            _gpu_result(result))
+        if outs is not None:
+            for o, r in zip(outs, result if isinstance(result, tuple) else (result,), strict=True):
+                if o is not None:
+                    np.copyto(_host(o), converted(r, o.dtype), casting="unsafe")
+            return outs[0] if len(outs) == 1 else outs
+        return _wrap(result)
 
     def __array_function__(self, func, types, args, kwargs):
         _refuse_host(args)
         _refuse_host(kwargs.values())
-        return _wrap(func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}))
+        args, kwargs = _unwrap(args), {k: _unwrap(v) for k, v in kwargs.items()}
+        if func.__name__ in ARITHMETIC:
+            args = tuple(flushed(a) for a in args)
+            return _wrap(_gpu_result(func(*args, **kwargs)))
+        return _wrap(func(*args, **kwargs))
+
+    def astype(self, dtype, *args, **kwargs):
+        return _device(converted(self.view(np.ndarray), dtype))
+
+    def __setitem__(self, key, value):
+        value = _unwrap(value)
+        if isinstance(value, np.ndarray):
+            value = converted(value, self.dtype)
+        self.view(np.ndarray)[key] = value
 
     @property
     def flags(self):
@@ -132,7 +205,7 @@ def _host(a):
 
 
 def asarray(a, dtype=None):
-    return _device(np.asarray(_host(a), dtype=dtype))
+    return _device(converted(_host(a), dtype))
 
 
 def asnumpy(a):
@@ -142,7 +215,7 @@ def asnumpy(a):
 
 
 def ascontiguousarray(a, dtype=None):
-    return _device(np.ascontiguousarray(_host(a), dtype=dtype))
+    return _device(np.ascontiguousarray(converted(_host(a), dtype)))
 
 
 def empty(shape, dtype=np.float64):
@@ -191,7 +264,9 @@ def zeros_like(a):
 
 
 def copyto(dst, src, casting="same_kind"):
-    np.copyto(_host(dst), _host(src), casting=casting)
+    src = _host(src)
+    np.copyto(_host(dst), converted(src, dst.dtype) if isinstance(src, np.ndarray) else src,
+              casting=casting)
 
 
 def may_share_memory(a, b):
@@ -250,7 +325,10 @@ def __getattr__(name):
     def forwarded(*args, **kwargs):
         calls.append(name)
         _refuse_host(args)
-        return _wrap(func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}))
+        args, kwargs = _unwrap(args), {k: _unwrap(v) for k, v in kwargs.items()}
+        if name in ARITHMETIC:
+            return _wrap(_gpu_result(func(*(flushed(a) for a in args), **kwargs)))
+        return _wrap(func(*args, **kwargs))
 
     forwarded.__name__ = name
     return forwarded

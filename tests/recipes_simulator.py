@@ -54,16 +54,29 @@ def host(a: Any) -> Any:
     return xp.asnumpy(a) if hasattr(a, "__cuda_array_interface__") else a
 
 
-def same(what: str, got: Any, want: Any) -> None:
+def same(what: str, got: Any, want: Any, inputs: Any = None) -> None:
     """Count a comparison; print ``what`` where ``got`` (on the device) and ``want`` differ
-    in dtype, shape or any bit (NaN payloads included)."""
+    in dtype, shape or any bit (NaN payloads included): the first positions that differ,
+    with ``inputs`` there where it has their shape."""
     global differ, compared
     compared += 1
-    g, w = np.asarray(host(got)), np.asarray(want)
-    if g.dtype != w.dtype or g.shape != w.shape or not np.array_equal(
-            g.view(np.uint8), w.view(np.uint8)):
+    g, w = np.ascontiguousarray(host(got)), np.ascontiguousarray(want)
+    if g.dtype != w.dtype or g.shape != w.shape:
         differ += 1
-        print(f"DIFFERS {what}: {g.ravel()[:6]} against {w.ravel()[:6]}")
+        print(f"DIFFERS {what}: {g.dtype}{g.shape} against {w.dtype}{w.shape}")
+        return
+    gb = g.reshape(-1).view(np.uint8).reshape(g.size, g.itemsize)
+    wb = w.reshape(-1).view(np.uint8).reshape(w.size, w.itemsize)
+    where = np.flatnonzero((gb != wb).any(axis=1))
+    if where.size:
+        differ += 1
+        given = inputs is not None and np.shape(inputs) == g.shape
+        shown = ", ".join(f"[{np.unravel_index(i, g.shape)}] {g.flat[i]!r} "
+                          f"(0x{gb[i][::-1].tobytes().hex()}) against {w.flat[i]!r} "
+                          f"(0x{wb[i][::-1].tobytes().hex()})"
+                          + (f" from {np.asarray(inputs).flat[i]!r}" if given else "")
+                          for i in where[:4])
+        print(f"DIFFERS {what}: {where.size} of {g.size}: {shown}")
 
 
 def on_device(what: str, *arrays: Any) -> None:
@@ -109,8 +122,9 @@ def check_quantize(size: int) -> None:
                     on_device(what, got.bits, got.flags, got.scale_bits, got.scales,
                               got.values, got_dq)
                     for field in ("bits", "flags", "scale_bits", "scales", "values"):
-                        same(f"{what} {field}", getattr(got, field), getattr(want, field))
-                    same(f"{what} dequantize", got_dq, want_dq)
+                        same(f"{what} {field}", getattr(got, field), getattr(want, field),
+                             values)
+                    same(f"{what} dequantize", got_dq, want_dq, values)
                     same(f"{what} amax, tensor scale",
                          np.float64([got.amax, got.tensor_scale or 0.0]),
                          np.float64([want.amax, want.tensor_scale or 0.0]))

@@ -31,7 +31,8 @@ CHECKS = ("round_trips", "mixing_devices_is_an_error", "batches_on_the_device",
           "gradient_norm_and_clipping_match_the_cpu", "cnn_and_embedding_match_the_cpu",
           "optimizer_state_follows_a_moved_model",
           "every_operation_matches_the_cpu", "monitors_count_on_the_device",
-          "sweeps_train_on_the_device", "elementary_functions_have_the_cpus_bits")
+          "sweeps_train_on_the_device", "elementary_functions_have_the_cpus_bits",
+          "binary32_subnormals_survive_the_device")
 
 
 @functools.cache

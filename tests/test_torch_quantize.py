@@ -7,6 +7,7 @@ torch = pytest.importorskip("torch")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
+from torch_cuda import skip_without_cuda  # noqa: E402
 
 import fpsim  # noqa: E402
 import fpsim.torch  # noqa: E402
@@ -76,8 +77,20 @@ def test_hostile_input():
 
 
 @pytest.mark.gpu
-def test_cuda_tensors_are_refused():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA torch")
-    with pytest.raises(ValueError, match="takes host arrays"):
-        fpsim.torch.quantize(torch.zeros((1, 32), device="cuda"), "mxfp8_e4m3")
+def test_cuda_tensors_give_the_cpus_bits():
+    skip_without_cuda()
+    x = data((8, 256), seed=5)
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        t = torch.from_numpy(x).to(dtype)
+        for scheme, options in (("mxfp8_e4m3", {}), ("mxfp4_e2m1", {"scale_rule": "ceil"}),
+                                ("nvfp4", {}), ("fp8_block1x128", {"axis": 0, "pad": True}),
+                                ("mxfp6_e3m2", {"rounding": "stochastic", "seed": 3,
+                                                "random_bits": 8})):
+            cpu = fpsim.torch.quantize(t, scheme, **options)
+            on = t.cuda().requires_grad_()
+            gpu = fpsim.torch.quantize(on, scheme, **options)
+            assert gpu.device == on.device and gpu.dtype == dtype, (scheme, dtype)
+            assert torch.equal(gpu.cpu().view(torch.uint8), cpu.view(torch.uint8)), \
+                (scheme, dtype)
+            gpu.sum().backward()
+            assert bool((on.grad == 1).all())

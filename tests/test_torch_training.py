@@ -290,7 +290,7 @@ def _master_weights_run(device, policy, rounding=None, foreach=None):
         g = rng.standard_normal((8, 64)) * 2.0 ** rng.integers(-30, -4, (8, 64))
         w.grad = torch.from_numpy(g.astype(np.float32)).to(device)
         opt.step()
-        steps.append((w.detach().cpu(), opt.masters[0].detach().cpu(), opt.absorbed,
+        steps.append((w.detach().cpu().clone(), opt.masters[0].detach().cpu().clone(), opt.absorbed,
                       opt.updated))
     return steps
 
@@ -344,7 +344,7 @@ def _scaled_training_run(device, scaler_kind="fpsim"):
         scaler.unscale_(opt)
         scaler.step(opt)
         scaler.update()
-        steps.append((scaler.get_scale(), [p.detach().cpu() for p in model.parameters()]))
+        steps.append((scaler.get_scale(), [p.detach().cpu().clone() for p in model.parameters()]))
     return steps, scaler.state_dict()
 
 
@@ -364,7 +364,7 @@ def _trainer_run(device, kind, policy, rounding):
     steps = []
     for x, t in _batches(kind, device, 4, huge=(1,), tiny=True):
         report = trainer.step(lambda x=x, t=t: F.mse_loss(model(x), t, reduction="sum"))
-        steps.append((report, [p.detach().cpu() for p in model.parameters()]))
+        steps.append((report, [p.detach().cpu().clone() for p in model.parameters()]))
     assert any(report.skipped for report, _ in steps)
     return steps, [m.detach().cpu() for m in opt.masters]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 
 from fpsim._checks import boolean
-from fpsim._device import binary32_blas
+from fpsim._device import binary32, binary32_blas, binary64
 from fpsim._elementwise import random_key
 from fpsim._inputs import array_module, as_dtype, as_float_array, result_dtype
 from fpsim._workspace import scratch
@@ -84,13 +84,16 @@ def accumulate(
         counts = np.zeros(5, dtype=np.int64)
     elif blas:
         with np.errstate(all="ignore"):
-            a32, b32 = narrowed or (xp.asarray(a, np.float32), xp.asarray(b, np.float32))
+            a32, b32 = narrowed or (binary32(xp.asarray(a)), binary32(xp.asarray(b)))
             # A product that is copied into a new array below can be a scratch array.
             host_scratch = dtype != np.float32 and xp is np
             result = xp.matmul(a32, b32, out=scratch("product", shape, np.float32)
                                if host_scratch else None)
             if c is not None:
-                result = result + initial(c, result.shape, fmt, spec, xp).astype(np.float32)
+                # One binary32 addition: the binary64 sum rounded to binary32 (innocuous
+                # double rounding, 53 >= 2 * 24 + 2), not CuPy's (-ftz=true: it flushes).
+                c0 = initial(c, result.shape, fmt, spec, xp)
+                result = round_to(binary64(result) + binary64(c0), fmt)
         counts = np.zeros(5, dtype=np.int64)
     else:
         shape, a2, b3 = layout(a, b, xp)
@@ -104,7 +107,7 @@ def accumulate(
         )
         result = result.reshape(shape)
     if out_fmt is not None:
-        result = round_to(result.astype(np.float64, copy=False), out_fmt)
+        result = round_to(binary64(result), out_fmt)
     result = as_dtype(result, dtype)
     return (result, AccumulationStats.from_counts(counts)) if stats else result
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from fpsim._checks import integer
+from fpsim._device import binary64
 from fpsim._inputs import array_module, as_dtype, host_value, result_dtype
 from fpsim.accumulation.blocks import BlockFMA, block_matmul
 from fpsim.accumulation.operands import initial, layout
@@ -272,7 +273,7 @@ def promoted_matmul(a: Any, b: Any, scale_a: Any, scale_b: Any, model: BlockFMA,
                          f"are applied at the promotion), got {model!r}")
     xp = array_module([a, b])
     dtype = result_dtype(a, b, np.float32)
-    x, y, sx, sy = (xp.asarray(v, dtype=np.float64) for v in (a, b, scale_a, scale_b))
+    x, y, sx, sy = (binary64(xp.asarray(v)) for v in (a, b, scale_a, scale_b))
     if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
         raise ValueError(f"K must be A's last and B's second-last dimension, got A of shape "
                          f"{x.shape} and B of shape {y.shape}")

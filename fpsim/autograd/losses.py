@@ -139,7 +139,7 @@ def mse_loss(prediction: TensorLike, target: TensorLike, reduction: str = "mean"
     x = compute(prediction, p)
     t = target.data if isinstance(target, Tensor) else target
     _device.common("mse_loss", x.data, t)
-    t = _device.array_module(x.data).asarray(t, dtype=np.float64)
+    t = _device.binary64(_device.array_module(x.data).asarray(t))
     if t.shape != x.shape:
         raise ValueError(f"target shape {t.shape} differs from prediction shape {x.shape}")
     d = numerics.round(x.data - t, p.reduce, p)

@@ -277,7 +277,7 @@ def embedding(ids: npt.ArrayLike, weight: TensorLike) -> Tensor:
 
     def backward(g: np.ndarray) -> Any:
         out = xp.zeros(w.shape, dtype=np.float64)
-        add_at(out, rows.reshape(-1), g.reshape(-1, w.shape[1]).astype(np.float64))
+        add_at(out, rows.reshape(-1), _device.binary64(g.reshape(-1, w.shape[1])))
         return (numerics.round(out, p.reduce, p),)
 
     return Tensor.node(w.data[rows], p.compute, (w,), backward, p, "embedding")

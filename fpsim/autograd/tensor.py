@@ -159,7 +159,7 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data.data
         if _booleans(data):
-            arr = _device.array_module(data).asarray(data, dtype=np.float64)
+            arr = _device.binary64(_device.array_module(data).asarray(data))
         else:
             arr = as_float_array(data, "data", device=True)
         if device is not None:
@@ -299,7 +299,7 @@ class Tensor:
                              f"{self.shape}: they must be the same")
         _device.common("backward", self.data, given)
         xp = _device.array_module(self.data)
-        seed = xp.broadcast_to(_device.transfer(given.astype(np.float64), self.device),
+        seed = xp.broadcast_to(_device.transfer(_device.binary64(given), self.device),
                                self.shape)
         self.accumulate_grad(seed, self._policy or current())
         for t in reversed(self.graph()):

@@ -10,10 +10,20 @@ import textwrap
 import types
 from collections.abc import Callable
 
-from fpsim.kernels import blockfma, blockscale, carrier, core, ops, prims, random, transcendental
+from fpsim.kernels import (
+    blockfma,
+    blockscale,
+    carrier,
+    convert,
+    core,
+    ops,
+    prims,
+    random,
+    transcendental,
+)
 from fpsim.kernels.carrier import BINARY64, Carrier
 
-KERNEL_MODULES = (core, random, ops, blockfma, transcendental, blockscale)
+KERNEL_MODULES = (core, random, ops, blockfma, transcendental, blockscale, convert)
 
 
 def clone(func: types.FunctionType, namespace: dict, qualname: str | None = None,

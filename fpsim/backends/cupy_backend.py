@@ -77,6 +77,8 @@ BLOCKS_PER_SM = 32
 ZERO_COUNT = np.zeros(1, dtype=np.int64)
 # Under the simulator every thread is a Python thread: a few, each striding far.
 SIMULATOR_GRID = (2, 4)
+# binary32 and binary64: converted by fpsim's kernel (fpsim.kernels.convert), not CuPy's.
+BINARY_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 # Elementwise calls on at least this many elements run in a loop compiled for their exact
 # format and mode (NVVM takes seconds per loop, cached on disk; a hot call: at any size).
 SPECIALISE_FROM = 1 << 20
@@ -423,7 +425,12 @@ class Backend:
         if is_device_array(out):
             import cupy
 
-            cupy.copyto(out, cupy.asarray(x), casting="unsafe")
+            x = cupy.asarray(x)
+            if x.dtype != out.dtype and {x.dtype, out.dtype} <= BINARY_DTYPES:
+                # Not CuPy's conversion: its kernels (-ftz=true) flush binary32 subnormals.
+                wide = out.dtype == np.float64
+                x = self.array_kernels()["to_binary64" if wide else "to_binary32"](x)
+            cupy.copyto(out, x, casting="unsafe")
         else:
             np.copyto(out, x, casting="unsafe")
 

@@ -45,7 +45,7 @@ class Parameter(Tensor):
     def __init__(self, data: npt.ArrayLike, policy: Policy | None = None) -> None:
         policy = policy or current()
         values = as_float_array(data, "data", device=True)  # on the host or a GPU
-        data = _device.array_module(values).asarray(values, dtype=np.float64)
+        data = _device.binary64(_device.array_module(values).asarray(values))
         self._set(numerics.round(data, policy.params, policy), policy.params)
         self.requires_grad = True
 

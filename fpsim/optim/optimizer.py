@@ -176,7 +176,7 @@ class Optimizer:
                     state[key] = _device.transfer(value, p.device)
             xp = _device.array_module(p.data)
             with np.errstate(all="ignore"):
-                delta = self.update(p, xp.asarray(p.grad, dtype=np.float64), state, policy)
+                delta = self.update(p, _device.binary64(xp.asarray(p.grad)), state, policy)
             self._apply(p, delta, policy, state)
         scaling.advance(self.params)  # a recipe's delayed scales: the step's amaxes
 
@@ -239,7 +239,7 @@ class Optimizer:
         xp = _device.array_module(w)
         c = state.get("compensation")
         if c is None:
-            c = xp.zeros_like(xp.asarray(w, dtype=np.float64))
+            c = xp.zeros_like(_device.binary64(xp.asarray(w)))
         plain = numerics.stream(policy, "optim.kahan") if policy.rounding == "stochastic" \
             else policy
         y, _ = numerics.subtract(-u, c, fmt, plain, "nearest_even")
@@ -275,7 +275,7 @@ def _scaled(value: Any, fmt: Format, policy: Policy) -> Any:
     from fpsim.quantize import dequantize, quantize
     from fpsim.quantize.schemes import scheme
 
-    wide = _device.array_module(value).asarray(value, dtype=np.float64)
+    wide = _device.binary64(_device.array_module(value).asarray(value))
     stream = numerics.stream(policy, "optim.state")
     with _device.kernels(wide):  # on the value's device
         q = quantize(wide, replace(scheme("per_tensor"), element=fmt), rounding=policy.rounding,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpsim._device import array_module, kernels
+from fpsim._device import array_module, binary64, kernels
 from fpsim._elementwise import run
 from fpsim.accumulation import matmul as emulated_matmul
 from fpsim.accumulation import sum as emulated_sum
@@ -102,7 +102,7 @@ def round(x: npt.ArrayLike, fmt: Format, policy: Policy,
     if policy.native:
         stored: np.ndarray = xp.asarray(x).astype(fmt.dtype, copy=False)
         return stored
-    wide: np.ndarray = xp.asarray(x, dtype=np.float64)
+    wide: np.ndarray = binary64(xp.asarray(x))
     if is_exact(fmt) or (source is not None and covers(fmt, source)):
         return wide
     # fpsim.round without its input checks: wide is a float64 array already.
@@ -137,7 +137,7 @@ def elementary(name: str, x: Any, policy: Policy) -> Any:
     if policy.native:
         native: np.ndarray = getattr(xp, name)(x)
         return native
-    wide = xp.ascontiguousarray(x, dtype=np.float64)
+    wide = binary64(xp.ascontiguousarray(x))
     out = xp.empty(wide.shape)
     with kernels(wide):
         run(f"op_{name}", [wide.reshape(-1)], out, None, _BINARY64, None)
@@ -252,7 +252,7 @@ def sum(x: np.ndarray, axis: int | Sequence[int] | None, policy: Policy, keepdim
             rounding=policy.accum_rounding, order=policy.order, subnormals=policy.subnormals,
             seed=_seed(policy, policy.accum_rounding),
         )
-    total: np.ndarray = xp.asarray(summed, dtype=np.float64)
+    total: np.ndarray = binary64(xp.asarray(summed))
     if keepdims:
         total = total.reshape(tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
     return total

@@ -314,22 +314,23 @@ def _quantize(values: Any, s: Scaling, policy: Policy, owner: Any, category: str
             state = states(owner)[category + key] = DelayedState(s)
         xp = _device.array_module(values)
         with np.errstate(over="ignore", invalid="ignore"):
-            x32 = xp.asarray(values, dtype=np.float32)
+            # Not CuPy's conversions and arithmetic on binary32: they flush subnormals.
+            x32 = _device.binary32(values)
             scale = F32(1.0) if state is None else F32(state.scale)
-            amax = float(xp.nanmax(xp.abs(x32))) if x32.size else 0.0
+            amax = float(xp.nanmax(xp.abs(_device.binary64(x32)))) if x32.size else 0.0
             # x * scale in binary32 (fpsim.kernels.blockscale.scaled32).
-            scaled = array_kernels(x32)["scaled32"](x32, scale).astype(np.float64)
+            scaled = _device.binary64(array_kernels(x32)["scaled32"](x32, scale))
         from fpsim.rounding import round as round_to
 
         elements, flags = round_to(scaled, s.format, s.rounding, saturate=saturates(s.format),
                                    seed=seed, random_bits=s.random_bits, flags=True)
         decode = 1.0 if state is None else float(state.scale_inv)
-        op = Operand(xp.asarray(elements, dtype=np.float64), s.format,
+        op = Operand(_device.binary64(elements), s.format,
                      xp.full((1, 1), decode), max(k, 1))
         if state is not None:
             state.record(amax)
         if observers:
-            _notify(owner, category, s, op, flags, amax, x32.astype(np.float64), state)
+            _notify(owner, category, s, op, flags, amax, _device.binary64(x32), state)
         return op
     q = _quantize_blocks(values, s, seed)
     if observers:
@@ -458,7 +459,7 @@ def _block_scale_underflow(q: Quantized, source: Any) -> tuple[Any, int, int]:
 
     sch = q.scheme
     xp = _device.array_module(q.scales)
-    x = xp.asarray(source, dtype=np.float64)
+    x = _device.binary64(xp.asarray(source))
     if sch.name == "per_tensor":
         amax = xp.full((1, 1), q.amax)
     else:  # per_row (one block a row), and blocks or tiles
@@ -519,9 +520,9 @@ def _product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple
         if model is not None:  # the tensor core's chunks, promoted with their scales
             from fpsim.accumulation.scaled import promoted_matmul
 
-            return xp.asarray(promoted_matmul(
+            return _device.binary64(promoted_matmul(
                 a.values, b.values.T, each_scale(a), each_scale(b).T,
-                model.with_promotion(chunk)), dtype=np.float64)
+                model.with_promotion(chunk)))
         from fpsim.arithmetic import fma
 
         acc = xp.zeros((a.values.shape[0], b.values.shape[0]))
@@ -533,7 +534,7 @@ def _product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple
             sb = b.scales[:, min(start // b.block, b.scales.shape[1] - 1)]
             scale = _binary32(xp.asarray(sa, np.float64)[:, None]
                               * xp.asarray(sb, np.float64)[None, :])
-            acc = xp.asarray(fma(part, scale, acc, "fp32"), dtype=np.float64)
+            acc = _device.binary64(fma(part, scale, acc, "fp32"))
         return acc
 
 
@@ -550,7 +551,7 @@ def _binary32(x: Any) -> Any:
     values on its device (``fpsim.round``)."""
     from fpsim.rounding import round as round_to
 
-    return _device.array_module(x).asarray(round_to(x, FORMATS["fp32"]), dtype=np.float64)
+    return _device.binary64(round_to(x, FORMATS["fp32"]))
 
 
 def _chunked(a: Any, b: Any, policy: Policy, chunk: int) -> Any:
@@ -562,13 +563,13 @@ def _chunked(a: Any, b: Any, policy: Policy, chunk: int) -> Any:
     k = a.shape[-1]
     xp = _device.array_module(a)
     if chunk >= k:
-        return xp.asarray(numerics.matmul(a, b.T, gemm), dtype=np.float64)
+        return _device.binary64(numerics.matmul(a, b.T, gemm))
     from fpsim.arithmetic import add
 
     total = xp.zeros((a.shape[0], b.shape[0]))
     for start in range(0, k, chunk):
         part = numerics.matmul(a[:, start:start + chunk], b[:, start:start + chunk].T, gemm)
-        total = xp.asarray(add(total, _binary32(part), "fp32"), dtype=np.float64)
+        total = _device.binary64(add(total, _binary32(part), "fp32"))
     return total
 
 
@@ -603,13 +604,12 @@ def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str],
             "on device 'cuda', leave the recipe's gemm out (the policy's accumulator sums "
             "the products) or train on the cpu device")
     if model is not None:
-        return xp.asarray(matmul(qa, _transpose_quantized(qb), model=model), dtype=np.float64)
+        return _device.binary64(matmul(qa, _transpose_quantized(qb), model=model))
     gemm = _gemm_policy(policy)
-    return xp.asarray(matmul(qa, _transpose_quantized(qb),
-                             accum=policy.accum, rounding=policy.accum_rounding,
-                             order=policy.order, subnormals=policy.subnormals,
-                             seed=numerics.seed(gemm, policy.accum_rounding)),
-                      dtype=np.float64)
+    return _device.binary64(matmul(qa, _transpose_quantized(qb),
+                                   accum=policy.accum, rounding=policy.accum_rounding,
+                                   order=policy.order, subnormals=policy.subnormals,
+                                   seed=numerics.seed(gemm, policy.accum_rounding)))
 
 
 def _transpose_quantized(q: Quantized) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fpsim._device import array_module
+from fpsim._device import array_module, binary64
 
 __all__ = ["Blocks"]
 
@@ -45,7 +45,7 @@ class Blocks:
         xp = array_module(self.values)
         padded = xp.zeros((*lead, *(c * d for c, d in zip(self.counts, self.dims, strict=True))))
         index: tuple[Any, ...] = (Ellipsis,) + tuple(slice(0, n) for n in self.values.shape[-k:])
-        padded[index] = self.values
+        padded[index] = binary64(self.values)  # not CuPy's conversion: it flushes
         split = [v for c, d in zip(self.counts, self.dims, strict=True) for v in (c, d)]
         grouped: Floats = padded.reshape(*lead, *split)
         return grouped

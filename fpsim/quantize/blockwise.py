@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from fpsim._device import binary32, binary64
 from fpsim.backends import array_kernels
 from fpsim.quantize.blocks import Blocks
 
@@ -21,8 +22,7 @@ def scale_blockwise(blocks: Blocks) -> tuple[Floats, Floats]:
     kernel's ``0 / 0`` gives NaN (``fpsim.kernels.blockscale.descaled32``)."""
     kernels = array_kernels(blocks.values)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        x = blocks.values.astype(F32)
-        s = kernels["blockwise_scale"](Blocks(x.astype(np.float64), blocks.size,
-                                              blocks.rows).amax())
+        x = binary32(blocks.values)
+        s = kernels["blockwise_scale"](Blocks(binary64(x), blocks.size, blocks.rows).amax())
         y = kernels["descaled32"](x, blocks.each(s))
-    return y.astype(np.float64), s.astype(np.float64)
+    return binary64(y), binary64(s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from fpsim._device import binary32, binary64
 from fpsim.backends import array_kernels
 from fpsim.quantize.blocks import Blocks
 
@@ -23,8 +24,8 @@ def scale_current(blocks: Blocks, top: float, pow2: bool) -> tuple[Floats, Float
     (``fpsim.kernels.blockscale.current_scale``)."""
     kernels = array_kernels(blocks.values)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        x = blocks.values.astype(F32)
-        amax = Blocks(x.astype(np.float64), blocks.size, blocks.rows).amax()
+        x = binary32(blocks.values)
+        amax = Blocks(binary64(x), blocks.size, blocks.rows).amax()
         decode, scale = kernels["current_scale"](amax, F32(top), pow2)
         scaled = kernels["scaled32"](x, blocks.each(scale))
-    return scaled.astype(np.float64), decode.astype(np.float64)
+    return binary64(scaled), binary64(decode)

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from fpsim._device import binary32, binary64
 from fpsim.backends import array_kernels
 from fpsim.kernels.blockscale import Encoding
 from fpsim.kernels.spec import Spec, make_spec
@@ -63,6 +64,5 @@ def scale_nvfp4(blocks: Blocks, params: NVFP4Parameters) -> tuple[Floats, Floats
     with np.errstate(all="ignore"):
         scales, encode = kernels["nvfp4_block_scales"](blocks.amax(), p.multiplier,
                                                        p.global_decode, p.e4m3)
-        scaled = kernels["nvfp4_scaled"](blocks.values.astype(F32),
-                                         blocks.each(encode).astype(F32))
-    return scaled.astype(np.float64), scales
+        scaled = kernels["nvfp4_scaled"](binary32(blocks.values), binary32(blocks.each(encode)))
+    return binary64(scaled), scales

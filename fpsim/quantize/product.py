@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fpsim._device import array_module
+from fpsim._device import array_module, binary32, binary64
 from fpsim.accumulation.blocks import BlockFMA
 from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate
 from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul, promoted_matmul
@@ -143,12 +143,11 @@ def _epilogue(acc: Any, qa: Quantized, qb: Quantized, accum: Any, out: Any,
     ts_a = np.float32(1.0 if qa.tensor_scale is None else qa.tensor_scale)
     ts_b = np.float32(1.0 if qb.tensor_scale is None else qb.tensor_scale)
     alpha = float(ts_a * ts_b)  # binary32, nearest even
-    xp = array_module(acc)
     with np.errstate(invalid="ignore"):
-        scaled = xp.asarray(acc, dtype=np.float64) * alpha  # exact: <= 29 + 24 bits
+        scaled = binary64(acc) * alpha  # exact: <= 29 + 24 bits
     final = round_to(scaled, as_format(accum), "nearest_even", **rounding)
     if out is not None:
-        final = round_to(xp.asarray(final, dtype=np.float64), as_format(out))
+        final = round_to(binary64(final), as_format(out))
     return final
 
 
@@ -211,16 +210,15 @@ def _element_scales(q: Quantized) -> Any:
 
 
 def _wide(x: Any) -> Any:
-    """``x`` as float64, on its device."""
-    return array_module(x).asarray(x, dtype=np.float64)
+    """``x`` as float64, on its device (exactly: ``fpsim._device.binary64``)."""
+    return binary64(array_module(x).asarray(x))
 
 
 def _binary32(x: np.ndarray) -> bool:
     """Whether every value of ``x`` is a binary32 value (NaN included); on the device, the
     answer is read back."""
     xp = array_module(x)
-    with np.errstate(over="ignore"):
-        return bool(xp.array_equal(x.astype(np.float32).astype(np.float64), x, equal_nan=True))
+    return bool(xp.array_equal(binary64(binary32(x)), x, equal_nan=True))
 
 
 def _without_tensor_scale(q: Quantized) -> Quantized:

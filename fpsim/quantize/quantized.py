@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ import numpy.typing as npt
 from numpy.lib.array_utils import normalize_axis_index
 
 from fpsim._checks import boolean, integer
-from fpsim._device import array_module
+from fpsim._device import array_module, binary64
 from fpsim._elementwise import random_key
 from fpsim._inputs import as_float_array
 from fpsim.backends import array_kernels, get_backend_name
@@ -151,7 +152,7 @@ def decoded(bits: Codes, fmt: Format) -> Floats:
         if fmt != PRESETS["fp32"]:
             raise ValueError(f"decoding {fmt.name} encodings on the device is not supported "
                              "(formats of 8 bits or fewer, and fp32)")
-        out: Floats = bits.view(np.float32).astype(np.float64)
+        out: Floats = binary64(bits.view(np.float32))
         return out
     return np.asarray(from_bits(bits, fmt), np.float64).reshape(bits.shape)
 
@@ -284,7 +285,7 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         return Quantized(scheme=sch, axis=ax, bits=bits,
                          scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
                          scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
-                         flags=flags, amax=amax)
+                         flags=flags, amax=amax if amax == amax else math.nan)
     return _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
 
 
@@ -303,7 +304,7 @@ def _quantize_arrays(arr: Floats, sch: Scheme, ax: int, rule: str, rounding: str
     else:
         blocks = Blocks(xp.moveaxis(arr, ax, -1), sch.block or max(arr.shape[ax], 1))
     spec = make_spec(sch.element, rounding, subnormals, True, random_bits)
-    amax = float(xp.max(xp.abs(arr))) if arr.size else 0.0
+    amax = largest(arr)
     if sch.kind == "nvfp4":
         params = nvfp4_parameters(sch, amax, spec)
         scaled, per_block = scale_nvfp4(blocks, params)
@@ -368,6 +369,17 @@ def dequantize(q: Quantized) -> Floats:
         each = xp.moveaxis(moved.each(xp.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
     with np.errstate(invalid="ignore"):  # 0 times an infinite scale: NaN, as the kernels
         out: Floats = q.values * each
-    if q.tensor_scale is not None:
-        out = out * q.tensor_scale
-    return out
+        if q.tensor_scale is not None:
+            out = out * q.tensor_scale
+        # Every NaN the one quiet NaN (a GPU's arithmetic gives its own).
+        return xp.where(out != out, np.nan, out)  # type: ignore[no-any-return]
+
+
+def largest(arr: Floats) -> float:
+    """The largest magnitude of ``arr`` (host or device), read back: 0 for an empty
+    array, the one quiet NaN where any element is a NaN."""
+    if not arr.size:
+        return 0.0
+    xp = array_module(arr)
+    amax = float(xp.max(xp.abs(binary64(arr))))
+    return math.nan if amax != amax else amax

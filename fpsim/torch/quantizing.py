@@ -4,11 +4,13 @@ straight through (as torchao's and microxcaling's MX emulation pass it)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from fpsim.backends import backend
 from fpsim.quantize.quantized import dequantize
 from fpsim.quantize.quantized import quantize as fpsim_quantize
 from fpsim.torch.exchange import float_tensor, to_array, to_tensor
@@ -33,7 +35,10 @@ class QuantizeFunction(torch.autograd.Function):
     def forward(ctx: Any, t: torch.Tensor, scheme: str | Scheme,
                 options: dict[str, Any]) -> torch.Tensor:
         """The forward: the dequantized values of ``t`` quantized, in ``t``'s dtype."""
-        values = dequantize(fpsim_quantize(to_array(t), scheme, **options))
+        cuda = t.device.type == "cuda"
+        source = t.float() if cuda and t.dtype == torch.bfloat16 else t  # CuPy: no bfloat16
+        with backend("cupy") if cuda else contextlib.nullcontext():
+            values = dequantize(fpsim_quantize(to_array(source), scheme, **options))
         result = to_tensor(values)
         return result if result.dtype == t.dtype else result.to(t.dtype)
 
@@ -61,9 +66,8 @@ def quantize(t: torch.Tensor, scheme: str | Scheme, axis: int = -1, *,
     Parameters
     ----------
     t : torch.Tensor
-        A float16, bfloat16, float32 or float64 CPU tensor (a CUDA tensor is refused: the
-        bridge does not yet hand its CuPy view to ``fpsim.quantize``, which takes CuPy
-        arrays under the ``cupy`` backend).
+        A float16, bfloat16, float32 or float64 tensor on the CPU or a CUDA device (CUDA:
+        quantized by fpsim's ``cupy`` backend, the result on the tensor's device).
     scheme, axis, scale_rule, rounding, subnormals, seed, random_bits, pad
         As ``fpsim.quantize``'s.
 
@@ -80,8 +84,9 @@ def quantize(t: torch.Tensor, scheme: str | Scheme, axis: int = -1, *,
     TypeError
         ``t`` is not a floating-point tensor.
     ValueError
-        A CUDA tensor; fpsim.quantize's own errors (an unknown scheme, scale rule or mode,
-        an axis length that is not a multiple of the block without ``pad``, ...).
+        ``t`` on a device other than the CPU and CUDA; fpsim.quantize's own errors (an
+        unknown scheme, scale rule or mode, an axis length that is not a multiple of the block
+        without ``pad``, ...).
 
     Examples
     --------
@@ -96,9 +101,6 @@ def quantize(t: torch.Tensor, scheme: str | Scheme, axis: int = -1, *,
     True
     """
     t = float_tensor(t)
-    if t.device.type != "cpu":
-        raise ValueError(f"t is on {t.device}: fpsim.torch.quantize takes host arrays (CPU "
-                         "tensors); move it with .cpu() first")
     options = {"axis": axis, "scale_rule": scale_rule, "rounding": rounding,
                "subnormals": subnormals, "seed": seed, "random_bits": random_bits, "pad": pad}
     return _apply(t, scheme, options)

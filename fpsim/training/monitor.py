@@ -95,7 +95,7 @@ def tally(values: Iterable[Any], fmt: Format | str) -> tuple[int, list[Any]]:
     counts: list[Any] = [0, 0, 0]
     for v in values:
         xp = _device.array_module(v)
-        a = xp.abs(xp.asarray(v, dtype=np.float64))
+        a = xp.abs(_device.binary64(xp.asarray(v)))
         total += a.size
         masks = (a == 0, (a > 0) & (a < fmt.smallest_normal), ~xp.isfinite(a))
         counts = [c + xp.count_nonzero(m) for c, m in zip(counts, masks, strict=True)]
@@ -243,7 +243,7 @@ def exponent_histogram(values: Iterable[np.ndarray], lo: int = -64,
     zeros = 0
     for v in values:
         xp = _device.array_module(v)
-        a = xp.abs(xp.asarray(v, dtype=np.float64)).reshape(-1)
+        a = xp.abs(_device.binary64(xp.asarray(v))).reshape(-1)
         a = a[xp.isfinite(a)]
         zeros += int(xp.count_nonzero(a == 0))
         e = xp.floor(xp.log2(a[a > 0])).astype(np.int64)
@@ -292,7 +292,7 @@ def flushed_fraction(values: Iterable[np.ndarray], fmt: Format | str = "fp16",
     lost = nonzero = 0
     for v in values:
         xp = _device.array_module(v)
-        a = xp.asarray(v, dtype=np.float64).reshape(-1)
+        a = _device.binary64(xp.asarray(v)).reshape(-1)
         a = a[xp.isfinite(a) & (a != 0)] * scale
         nonzero += a.size
         with _device.kernels(a):

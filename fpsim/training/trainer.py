@@ -11,8 +11,6 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from fpsim import _device
 from fpsim.autograd.tensor import Tensor
 from fpsim.formats import Format
@@ -176,7 +174,7 @@ class Deferred:
         if not on_gpu:
             return self.make(*self.arrays)
         xp = _device.array_module(on_gpu[0])
-        host = xp.asnumpy(xp.stack([xp.asarray(a, dtype=np.float64) for a in self.arrays]))
+        host = xp.asnumpy(xp.stack([_device.binary64(xp.asarray(a)) for a in self.arrays]))
         return self.make(*(host[i] for i in range(len(self.arrays))))
 
 
@@ -323,7 +321,7 @@ class Trainer:
             return 0.0
         xp = _device.array_module(params[0].grad)
         # NumPy's sums on either device (on a GPU, its order by elementwise additions).
-        norm = xp.sqrt(sum(numerics.float64_sum(xp.square(t.grad.astype(np.float64)))
+        norm = xp.sqrt(sum(numerics.float64_sum(xp.square(_device.binary64(t.grad)))
                            for t in params))
         if self.clip_norm is not None and norm > self.clip_norm:
             factor = self.clip_norm / (norm + 1e-6)
