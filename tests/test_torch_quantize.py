@@ -11,8 +11,9 @@ from torch_cuda import skip_without_cuda  # noqa: E402
 
 import fpsim  # noqa: E402
 import fpsim.torch  # noqa: E402
+from fpsim.quantize import SCHEMES  # noqa: E402
 
-SCHEMES = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4", "fp8_block1x128",
+NAMES = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4", "fp8_block1x128",
            "per_tensor", "per_row"]
 
 
@@ -21,7 +22,7 @@ def data(shape, seed=0):
     return rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", NAMES)
 def test_the_forward_is_fpsims_quantize_and_dequantize(scheme):
     x = data((4, 256)).astype(np.float32)
     got = fpsim.torch.quantize(torch.from_numpy(x), scheme)
@@ -58,6 +59,35 @@ def test_the_gradient_passes_straight_through():
     g = torch.from_numpy(data((2, 32), seed=4))
     fpsim.torch.quantize(t, "mxfp8_e5m2").backward(g)
     assert torch.equal(t.grad, g)
+
+
+@pytest.mark.parametrize("backward", ["mxfp8_e5m2", SCHEMES["nvfp4"]])
+def test_a_backward_scheme_quantizes_the_gradient(backward):
+    t = torch.from_numpy(data((2, 64), seed=5)).requires_grad_()
+    g = data((2, 64), seed=6)
+    fpsim.torch.quantize(t, "mxfp8_e4m3", backward=backward).backward(torch.from_numpy(g))
+    np.testing.assert_array_equal(t.grad.numpy(), fpsim.dequantize(fpsim.quantize(g, backward)))
+
+
+def test_a_backward_format_or_rounding_rounds_the_gradient():
+    g = data((3, 32), seed=7).astype(np.float32)
+    for backward, want in (("bf16", fpsim.round(g, "bf16")),
+                           (fpsim.torch.Rounding("fp8_e4m3", "stochastic", seed=2),
+                            fpsim.round(g, "fp8_e4m3", "stochastic", seed=2))):
+        t = torch.zeros((3, 32), requires_grad=True)
+        fpsim.torch.quantize(t, "mxfp4_e2m1", backward=backward).backward(torch.from_numpy(g))
+        np.testing.assert_array_equal(t.grad.numpy(), want.astype(np.float32))
+    t = torch.zeros((1, 40), dtype=torch.float64, requires_grad=True)  # padded, along axis 0
+    g = data((1, 40), seed=8)
+    fpsim.torch.quantize(t, "mxfp8_e4m3", 0, pad=True, backward="mxfp6_e3m2").backward(
+        torch.from_numpy(g))
+    np.testing.assert_array_equal(
+        t.grad.numpy(), fpsim.dequantize(fpsim.quantize(g, "mxfp6_e3m2", 0, pad=True)))
+    for bad in (3, 1.5, ["mxfp8_e4m3"]):
+        with pytest.raises(TypeError, match="backward"):
+            fpsim.torch.quantize(torch.zeros((1, 32)), "mxfp8_e4m3", backward=bad)
+    with pytest.raises(ValueError, match="unknown"):
+        fpsim.torch.quantize(torch.zeros((1, 32)), "mxfp8_e4m3", backward="mxfp9")
 
 
 def test_hostile_input():

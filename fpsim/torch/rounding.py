@@ -220,7 +220,9 @@ _apply = cast(Callable[[torch.Tensor, Rounding, "Rounding | None", "FlagCapture 
                        torch.Tensor], RoundFunction.apply)
 
 
-def _backward_rounding(backward: Rounding | FormatLike | None) -> Rounding | None:
+def backward_rounding(backward: Rounding | FormatLike | None) -> Rounding | None:
+    """A ``backward=`` argument as a ``Rounding`` (None: straight through); TypeError for
+    anything but None, a format or a ``Rounding``."""
     if backward is None or isinstance(backward, Rounding):
         return backward
     if isinstance(backward, (str, Format)):
@@ -307,7 +309,7 @@ def round(
     forward = Rounding(fmt, rounding, subnormals=subnormals, saturate=saturate, seed=seed,
                        random_bits=random_bits)
     capture = FlagCapture() if flags else None
-    values = _apply(float_tensor(t), forward, _backward_rounding(backward), capture)
+    values = _apply(float_tensor(t), forward, backward_rounding(backward), capture)
     if capture is not None:
         assert capture.flags is not None
         return values, capture.flags
@@ -352,7 +354,7 @@ class Round(torch.nn.Module):
         super().__init__()
         self.forward_rounding = Rounding(fmt, rounding, subnormals=subnormals,
                                          saturate=saturate, seed=seed, random_bits=random_bits)
-        self.backward_rounding = _backward_rounding(backward)
+        self.backward_rounding = backward_rounding(backward)
         self.capture = FlagCapture() if capture_flags else None
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
