@@ -74,7 +74,6 @@ KERNELS_IN_LOOPS = (
 # Threads per block; blocks per multiprocessor at most (the loops stride over the rest).
 THREADS = 256
 BLOCKS_PER_SM = 32
-ZERO_COUNT = np.zeros(1, dtype=np.int64)
 # Under the simulator every thread is a Python thread: a few, each striding far.
 SIMULATOR_GRID = (2, 4)
 # binary32 and binary64: converted by fpsim's kernel (fpsim.kernels.convert), not CuPy's.
@@ -312,19 +311,29 @@ class Backend:
         return self._no_flags
 
     def counter(self, check: bool):
-        """The operand check's count on the device, at zero. Allocating device memory on
-        every call cost more on the H100 than rounding a million elements, so the arrays
-        are kept: without a check the kernels never write theirs, one for every call;
-        with one, each thread has its own, zeroed before its kernel on the same stream."""
+        """The operand check's count on the device. Allocating device memory on every call
+        cost more on the H100 than rounding a million elements, so the arrays are kept:
+        without a check the kernels never write theirs, one for every call; with one, each
+        thread has its own, which the kernels only add to (``counted`` reads its rise:
+        zeroing it with a copy before each kernel cost more than the kernel, on an H200)."""
         if not check:
             if self._no_count is None:
                 self._no_count = cuda.to_device(np.zeros(1, dtype=np.int64))
             return self._no_count
-        count = getattr(self._per_thread, "count", None)
-        if count is None:
-            count = self._per_thread.count = cuda.device_array(1, np.int64)
-        count.copy_to_device(ZERO_COUNT)
-        return count
+        mine = self._per_thread
+        if getattr(mine, "count", None) is None:
+            mine.count = cuda.to_device(np.zeros(1, dtype=np.int64))
+            mine.host, mine.last = np.zeros(1, dtype=np.int64), 0
+        return mine.count
+
+    def counted(self) -> int:
+        """What the kernels added to this thread's checked ``counter`` since its last
+        reading (one read from the device, which waits for them)."""
+        mine = self._per_thread
+        mine.count.copy_to_host(mine.host)
+        now = int(mine.host[0])
+        added, mine.last = now - mine.last, now
+        return added
 
     # -- the protocol ------------------------------------------------------------
 
@@ -362,7 +371,7 @@ class Backend:
         self.deliver(d_out, out)
         if flags is not None:
             self.deliver(d_flags, flags)
-        return int(bad.copy_to_host()[0]) if check else 0
+        return self.counted() if check else 0
 
     def _choose(self, choice: tuple) -> tuple:
         """``apply``'s loop for a call's ``choice``, kept: (template, encoding, its spec

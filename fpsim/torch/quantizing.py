@@ -45,7 +45,7 @@ class QuantizeFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, t: torch.Tensor, scheme: str | Scheme, options: dict[str, Any],
-                backward: Rounding | tuple[Scheme, dict[str, Any]] | None) -> torch.Tensor:
+                backward: Rounding | tuple[str | Scheme, dict[str, Any]] | None) -> torch.Tensor:
         """The forward: the dequantized values of ``t`` quantized, in ``t``'s dtype."""
         ctx.backward_choice = backward
         return _quantized(t, scheme, options)
@@ -124,10 +124,10 @@ def quantize(t: torch.Tensor, scheme: str | Scheme, axis: int = -1, *,
     t = float_tensor(t)
     options = {"axis": axis, "scale_rule": scale_rule, "rounding": rounding,
                "subnormals": subnormals, "seed": seed, "random_bits": random_bits, "pad": pad}
-    choice: Rounding | tuple[Scheme, dict[str, Any]] | None
+    choice: Rounding | tuple[str | Scheme, dict[str, Any]] | None
     if isinstance(backward, Scheme) or (isinstance(backward, str)
                                          and backward.strip().lower() in SCHEMES):
-        choice = (backward, {"axis": axis, "pad": pad})  # type: ignore[assignment]
+        choice = (backward, {"axis": axis, "pad": pad})
     else:
-        choice = backward_rounding(backward)  # type: ignore[arg-type]
+        choice = backward_rounding(backward)
     return _apply(t, scheme, options, choice)
