@@ -11,10 +11,13 @@ quantized axis moved last, each row's last block padded with zeros. ``count`` (b
 a row), ``length`` (the axis's length) and ``groups`` (the number of elements that
 followed the axis before it moved; 1 for the last axis) recover each element's C-order
 index in ``x``, the stochastic stream's counter. Arrays of ``SPECIALISE_FROM`` elements
-or more run in a loop compiled for their exact parameters (constants folded, kernels
-inlined) and, for float32 input, rounding and encoding on the binary32 encoding
-(``kernels.carrier``); shorter ones in one generic loop per family (float64, parameters
-as arguments, kernels called). Compiled lazily, cached on disk (``cache=True``).
+or more run in a parallel loop compiled for their exact parameters (constants folded)
+and, for float32 input, rounding and encoding on the binary32 encoding
+(``kernels.carrier``); shorter ones in one serial generic loop per family (float64,
+parameters as arguments), as the Numba backend's own loops run short arrays serially: a
+parallel region per call of a training step's quantization cost more than its work, and
+on 2 cores its threads contended with BLAS's. The kernels are inlined into both.
+Compiled lazily, cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
@@ -154,23 +157,22 @@ def nvfp4_loop(x, count, length, groups, bits, flags, encodes, key, stochastic_i
 
 
 _LOOPS: dict[tuple, Any] = {}
-_CALLED: dict[str, dict] = {}
 _ENCODE32: dict[str, Any] = {}
 _DIGEST = source_digest(sys.modules[__name__])
 
 
-def _loop(template: Any, binary32: bool, inline: bool, **binding: Any) -> Any:
-    """``template`` compiled with the Numba backend's kernels and ``binding`` (its globals),
-    rounding on the binary32 encoding if ``binary32``; the kernels inlined if ``inline``."""
-    key = (template.__name__, binary32, inline, *sorted(binding.items()))
+def _loop(template: Any, binary32: bool, parallel: bool, **binding: Any) -> Any:
+    """``template`` compiled with the Numba backend's kernels inlined and ``binding`` (its
+    globals), rounding on the binary32 encoding if ``binary32``, its loop over the blocks
+    parallel if ``parallel``."""
+    key = (template.__name__, binary32, parallel, *sorted(binding.items()))
     loop = _LOOPS.get(key)
     if loop is None:
         engine = get_backend()
-        # The loops for long arrays inline the kernels (a specialised loop's constants fold
-        # through them, the scale rule's included); those for short ones call them,
-        # compiled once each, which LLVM may inline (Numba's own inlining multiplies the
-        # compile time of a loop that calls this many).
-        kernels = engine.kernels if inline else _called(engine)  # type: ignore[attr-defined]
+        # The kernels inlined (a specialised loop's constants fold through them, the scale
+        # rule's included). Called instead, compiled once each, the generic loop took about
+        # twice as long an element on a 64 x 64 array (and compiled in a quarter of the time).
+        kernels = engine.kernels  # type: ignore[attr-defined]
         jit = numba.njit(cache=True, inline="always")
         namespace = dict(globals(), **{name: kernels[name] for name in (
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
@@ -193,7 +195,7 @@ def _loop(template: Any, binary32: bool, inline: bool, **binding: Any) -> Any:
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
         func = clone(template, namespace,
                      f"{template.__name__}_{tag}_{engine.digest}_{_DIGEST}")  # type: ignore[attr-defined]
-        loop = _LOOPS[key] = numba.njit(parallel=True, cache=True)(func)
+        loop = _LOOPS[key] = numba.njit(parallel=parallel, cache=True)(func)
     return loop
 
 
@@ -206,14 +208,6 @@ def _encode32(engine: Any) -> Any:
                                 entry="encode")
         _ENCODE32[engine.digest] = namespace["encode"]
     return _ENCODE32[engine.digest]
-
-
-def _called(engine: Any) -> dict:
-    """The kernels compiled each on its own (not inlined into their callers)."""
-    if engine.digest not in _CALLED:
-        _CALLED[engine.digest] = instantiate(numba_backend.PRIMITIVES, numba.njit(cache=True),
-                                             suffix=f"_called_{engine.digest}")
-    return _CALLED[engine.digest]
 
 
 def _rows(arr: np.ndarray, ax: int) -> tuple[np.ndarray, int]:
