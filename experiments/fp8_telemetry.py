@@ -141,6 +141,9 @@ def figures(result: dict, out: Path) -> list[str]:
 
 
 def markdown(result: dict, files: list[str]) -> str:
+    if not result["tasks"]:
+        return ("Not run: no task of this session is one it monitors at this budget "
+                f"({'; '.join(f'{b}: ' + ', '.join(ts) for b, ts in TASKS.items())}).")
     lines = ["One seed of each recipe, trained again with `fpsim.training.RecipeMonitor` on "
              "(its training steps' quantizations; evaluation's are left out). Per layer and "
              "category: the shares of elements saturated (rounded to the format's largest "

@@ -644,3 +644,11 @@ def test_batch_norm_refuses_one_value_per_channel_in_training(shape):
         layer(x)
     assert layer.eval()(x).shape == shape  # the running statistics serve one value
     assert F.batch_norm(fpsim.tensor(np.ones((1, 3, 2))), training=True).shape == (1, 3, 2)
+
+
+def test_relu_passes_no_gradient_where_its_input_is_not_positive():
+    # As torch's threshold_backward: 0 there, whatever the gradient (inf * 0 is not NaN).
+    x = fpsim.tensor([-1.0, 0.0, 2.0, -3.0, 4.0], requires_grad=True)
+    F.relu(x).backward(np.array([np.inf, np.nan, 5.0, -np.inf, np.inf]))
+    assert x.grad.tolist() == [0.0, 0.0, 5.0, 0.0, np.inf]
+    assert not np.signbit(x.grad).any()

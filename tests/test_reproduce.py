@@ -577,3 +577,10 @@ def test_the_fp8_group_runs_in_miniature(tiny_tasks, tmp_path, monkeypatch):
         assert f"## {command.study(name).TITLE}" in markdown
         for f in saved["studies"][name]["figures"]:
             assert (tmp_path / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_telemetry_study_says_when_no_task_of_the_session_is_monitored():
+    from fpsim.experiments import fp8_telemetry
+
+    text = fp8_telemetry.markdown({"tasks": {}}, [])
+    assert text.startswith("Not run") and "quick: digits_mlp;" in text

@@ -240,8 +240,10 @@ def relu(x: TensorLike) -> Tensor:
     ...     F.relu(fpsim.tensor([-1.0, 0.5]))
     Tensor(array([0. , 0.5]), format=fp16)
     """
-    return _unary("relu", x, lambda v: np.maximum(v, 0), lambda g, v, y: g * (v > 0),
-                  exact=True)
+    # The gradient is selected, not multiplied: an infinite or NaN gradient at x <= 0 gives
+    # 0, as torch's threshold_backward does (inf * 0 would be NaN).
+    return _unary("relu", x, lambda v: np.maximum(v, 0),
+                  lambda g, v, y: np.where(v > 0, g, 0.0), exact=True)
 
 
 def tanh(x: TensorLike) -> Tensor:
