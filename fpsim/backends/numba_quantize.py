@@ -11,21 +11,22 @@ quantized axis moved last, each row's last block padded with zeros. ``count`` (b
 a row), ``length`` (the axis's length) and ``groups`` (the number of elements that
 followed the axis before it moved; 1 for the last axis) recover each element's C-order
 index in ``x``, the stochastic stream's counter. Arrays of ``SPECIALISE_FROM`` elements
-or more run in a parallel loop compiled for their exact parameters (constants folded)
-and, for float32 input, rounding and encoding on the binary32 encoding
-(``kernels.carrier``); shorter ones in one serial generic loop per family (float64,
-parameters as arguments), as the Numba backend's own loops run short arrays serially: a
-parallel region per call of a training step's quantization cost more than its work, and
-on 2 cores its threads contended with BLAS's. The kernels are inlined into both.
-Compiled lazily, cached on disk (``cache=True``).
+or more run in a loop compiled for their exact parameters (constants folded) and, for
+float32 input, rounding and encoding on the binary32 encoding (``kernels.carrier``), on
+all of Numba's threads; shorter ones in one generic loop per family (float64, parameters
+as arguments) on the calling thread alone, as the Numba backend's own loops run short
+arrays serially. Inside a training step on 2 cores, a parallel region per quantization
+contended with the threads BLAS keeps spinning after a product. The kernels are inlined
+into both. Compiled lazily, cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numba
@@ -161,17 +162,17 @@ _ENCODE32: dict[str, Any] = {}
 _DIGEST = source_digest(sys.modules[__name__])
 
 
-def _loop(template: Any, binary32: bool, parallel: bool, **binding: Any) -> Any:
+def _loop(template: Any, binary32: bool, **binding: Any) -> Any:
     """``template`` compiled with the Numba backend's kernels inlined and ``binding`` (its
-    globals), rounding on the binary32 encoding if ``binary32``, its loop over the blocks
-    parallel if ``parallel``."""
-    key = (template.__name__, binary32, parallel, *sorted(binding.items()))
+    globals), rounding on the binary32 encoding if ``binary32``; a parallel loop over the
+    blocks (``_threads`` says on how many threads it runs)."""
+    key = (template.__name__, binary32, *sorted(binding.items()))
     loop = _LOOPS.get(key)
     if loop is None:
         engine = get_backend()
         # The kernels inlined (a specialised loop's constants fold through them, the scale
-        # rule's included). Called instead, compiled once each, the generic loop took about
-        # twice as long an element on a 64 x 64 array (and compiled in a quarter of the time).
+        # rule's included). Called instead, compiled once each, the generic loop took four to
+        # five times as long an element (and compiled in a quarter of the time).
         kernels = engine.kernels  # type: ignore[attr-defined]
         jit = numba.njit(cache=True, inline="always")
         namespace = dict(globals(), **{name: kernels[name] for name in (
@@ -195,7 +196,9 @@ def _loop(template: Any, binary32: bool, parallel: bool, **binding: Any) -> Any:
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
         func = clone(template, namespace,
                      f"{template.__name__}_{tag}_{engine.digest}_{_DIGEST}")  # type: ignore[attr-defined]
-        loop = _LOOPS[key] = numba.njit(parallel=parallel, cache=True)(func)
+        # Compiled parallel even where it runs on one thread: so compiled, this loop took a
+        # fifth of the time an element that its serial compilation did.
+        loop = _LOOPS[key] = numba.njit(parallel=True, cache=True)(func)
     return loop
 
 
@@ -275,10 +278,25 @@ def _run(template: Any, x: np.ndarray, length: int, groups: int, params: Any,
     if specialise:
         binding.update(STOCHASTIC=stochastic,
                        **{name.upper(): value for name, value in fields.items()})
-    loop = _loop(template, binary32, specialise, **binding)
+    loop = _loop(template, binary32, **binding)
     count = -(-length // x.shape[1])
-    loop(_frozen(x), count, length, groups, *outputs, np.uint64(key or 0), stochastic,
-         *fields.values())
+    with _threads(specialise):
+        loop(_frozen(x), count, length, groups, *outputs, np.uint64(key or 0), stochastic,
+             *fields.values())
+
+
+@contextlib.contextmanager
+def _threads(parallel: bool) -> Iterator[None]:
+    """Inside, the loops run on Numba's threads if ``parallel``, else on this one."""
+    if parallel:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _frozen(x: np.ndarray) -> np.ndarray:
@@ -325,14 +343,17 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
     if x.size:
         long = x.size >= SPECIALISE_FROM
         view = x if long else np.asarray(x, np.float64)
-        _loop(amax_loop, False, long, BLOCK=block)(_frozen(view), amaxes)
+        with _threads(long):
+            _loop(amax_loop, False, BLOCK=block)(_frozen(view), amaxes)
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
     params = parameters(amax)
     if x.size:
         encodes = np.empty(amaxes.size, np.float32)
         p = params
-        _loop(nvfp4_scales_loop, False, long, BLOCK=block)(
-            amaxes, scale_bits, encodes, p.multiplier, p.global_decode, p.e4m3, p.scale_code)
+        with _threads(long):
+            _loop(nvfp4_scales_loop, False, BLOCK=block)(
+                amaxes, scale_bits, encodes, p.multiplier, p.global_decode, p.e4m3,
+                p.scale_code)
         _run(nvfp4_loop, x, arr.shape[ax], groups, params, key, (bits, flags, encodes))
     return (*_elements_back(bits, flags, scale_bits, arr.shape, ax, groups, block), amax,
             params)
