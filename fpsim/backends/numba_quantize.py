@@ -84,6 +84,12 @@ def index(q, j, count, length, groups):
     return (p * length + (q - r * count) * BLOCK + j) * groups + (r - p * groups)
 
 
+def filled(q, count, length):
+    """How many of block ``q``'s elements are ``x``'s: the last block of a row (``count``
+    blocks to a row of ``length``) ends in padding, whose results ``_back`` drops."""
+    return min(BLOCK, length - (q - (q // count) * count) * BLOCK)
+
+
 def block_amax(x, q):
     """The largest magnitude of block ``q`` (NaN if it holds a NaN): the largest encoding
     of a magnitude, an integer maximum (it vectorises, and NaN's encodings are the
@@ -119,7 +125,7 @@ def mx_loop(x, count, length, groups, bits, flags, scale_bits, amaxes, key, stoc
         scale_bits[q] = encode(pow2_or_nan(s, nan), scale_code)
         down, up = mx_factors(s)
         down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two within binary32's range
-        for j in range(BLOCK):
+        for j in range(filled(q, count, length)):
             y = mx_scaled(LOAD(x[q, j]), down_c, up_c, nan, TINY)
             rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
@@ -149,7 +155,7 @@ def nvfp4_loop(x, count, length, groups, bits, flags, encodes, key, stochastic_i
     code = code_in if CODE is None else CODE
     for q in prange(x.shape[0]):
         enc32 = encodes[q]
-        for j in range(BLOCK):
+        for j in range(filled(q, count, length)):
             y = nvfp4_scaled(np.float32(x[q, j]), enc32)
             rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
@@ -178,7 +184,7 @@ def _loop(template: Any, binary32: bool, **binding: Any) -> Any:
         namespace = dict(globals(), **{name: kernels[name] for name in (
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
-        for helper in (same, widen, encode_wide, index, block_amax):
+        for helper in (same, widen, encode_wide, index, filled, block_amax):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
