@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from fpsim.backends.protocol import is_device_array
 
@@ -129,12 +130,38 @@ def binary32_blas(xp: ModuleType) -> bool:
         return False
 
 
+# fpsim's conversion kernels (fpsim.kernels.convert), by the dtype they convert to.
+_CONVERSIONS = {np.dtype(np.float64): "to_binary64", np.dtype(np.float32): "to_binary32"}
+
+
+def converted(x: Any, dtype: npt.DTypeLike) -> Any:
+    """``x`` as a float32 or float64 array on its device: ``x`` itself in that dtype;
+    float32 widened exactly, float64 rounded to nearest even with subnormals kept. On a GPU,
+    between binary32 and binary64, by fpsim's kernel (``fpsim.kernels.convert``: a NaN as
+    the one quiet NaN), never by CuPy's own conversion, which flushes binary32 subnormals
+    to zero (CuPy compiles its kernels with ``-ftz=true``); on the host, and from other
+    dtypes, by the array module (NumPy's conversion is IEEE's).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> converted(np.array([2.0**-149, 0.1]), np.float32).tolist()
+    [1.401298464324817e-45, 0.10000000149011612]
+    """
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if is_device_array(x) and x.dtype in _CONVERSIONS:
+        from fpsim.backends import array_kernels
+
+        with kernels(x), np.errstate(over="ignore"):  # beyond binary32's range: infinite
+            return array_kernels(x)[_CONVERSIONS[dtype]](x)
+    return array_module(x).asarray(x, dtype=dtype)
+
+
 def binary64(x: Any) -> Any:
-    """``x``'s values as a float64 array on its device, exactly: float64 as it is; on a
-    GPU, float32 widened by fpsim's kernel (``fpsim.kernels.convert``: a NaN as the one
-    quiet NaN), never by CuPy's own conversion, which flushes binary32 subnormals to zero
-    (CuPy compiles its kernels with ``-ftz=true``); on the host, and for other dtypes, by
-    the array module (NumPy's conversion is IEEE's).
+    """``converted(x, np.float64)``: ``x``'s values as a float64 array on its device,
+    exactly.
 
     Examples
     --------
@@ -142,35 +169,13 @@ def binary64(x: Any) -> Any:
     >>> binary64(np.float32([2.0**-149, 1.5])).tolist()
     [1.401298464324817e-45, 1.5]
     """
-    if x.dtype == np.float64:
-        return x
-    if x.dtype == np.float32 and is_device_array(x):
-        from fpsim.backends import array_kernels
-
-        with kernels(x):
-            return array_kernels(x)["to_binary64"](x)
-    return array_module(x).asarray(x, dtype=np.float64)
+    return converted(x, np.float64)
 
 
 def binary32(x: Any) -> Any:
-    """``x`` as a float32 array on its device: float64 rounded to nearest even, subnormals
-    kept (on a GPU by fpsim's kernel, ``fpsim.kernels.convert``, a NaN as the one quiet
-    NaN; see ``binary64``); float32 as it is; float16 widened exactly.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> binary32(np.array([2.0**-149, 0.1])).tolist()
-    [1.401298464324817e-45, 0.10000000149011612]
-    """
-    if x.dtype == np.float32:
-        return x
-    if x.dtype == np.float64 and is_device_array(x):
-        from fpsim.backends import array_kernels
-
-        with kernels(x), np.errstate(over="ignore"):  # beyond binary32's range: infinite
-            return array_kernels(x)["to_binary32"](x)
-    return array_module(x).asarray(x, dtype=np.float32)
+    """``converted(x, np.float32)``: ``x`` as a float32 array on its device, float64
+    rounded to nearest even."""
+    return converted(x, np.float32)
 
 
 def transfer(data: Any, device: str) -> Any:

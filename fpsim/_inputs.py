@@ -216,10 +216,9 @@ def copy_exact(x: Any, out: Any) -> None:
     backend's conversion (fast for float16 and bfloat16) on host arrays of one shape."""
     if is_device_array(x) or is_device_array(out) or x.shape != out.shape or not (
             out.flags.c_contiguous and out.flags.writeable):
-        if is_device_array(out) and x.dtype != out.dtype and out.dtype in (np.float32,
-                                                                           np.float64):
+        if is_device_array(out) and out.dtype in (np.float32, np.float64):
             # Not CuPy's conversion: its kernels (-ftz=true) flush binary32 subnormals.
-            x = _device.binary32(x) if out.dtype == np.float32 else _device.binary64(x)
+            x = _device.converted(x, out.dtype)
         array_module([x, out]).copyto(out, x, casting="unsafe")
         return
     from fpsim.backends import get_backend

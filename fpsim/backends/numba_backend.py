@@ -5,8 +5,10 @@ Compiled lazily on first use and cached on disk (``cache=True``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+from collections.abc import Iterator
 
 import numba
 import numpy as np
@@ -114,6 +116,19 @@ TILED_FROM = 1 << 18
 CONVERT_FROM = 1 << 12
 # Operand checks of arrays this large or larger count the bad elements before searching.
 COUNT_FIRST = 1 << 16
+
+
+@contextlib.contextmanager
+def numba_threads(n: int) -> Iterator[None]:
+    """Within: Numba's parallel loops in this thread run on ``n`` threads (restored
+    after). The runtime setting: Numba reads NUMBA_NUM_THREADS once, and writing it into a
+    running process's environment makes its next compilation fail."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def _frozen(*arrays: np.ndarray) -> list[np.ndarray]:

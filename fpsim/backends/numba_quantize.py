@@ -26,7 +26,7 @@ import contextlib
 import hashlib
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -291,18 +291,9 @@ def _run(template: Any, x: np.ndarray, length: int, groups: int, params: Any,
              *fields.values())
 
 
-@contextlib.contextmanager
-def _threads(parallel: bool) -> Iterator[None]:
+def _threads(parallel: bool) -> contextlib.AbstractContextManager[None]:
     """Inside, the loops run on Numba's threads if ``parallel``, else on this one."""
-    if parallel:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
+    return contextlib.nullcontext() if parallel else numba_backend.numba_threads(1)
 
 
 def _frozen(x: np.ndarray) -> np.ndarray:

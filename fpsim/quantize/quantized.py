@@ -161,7 +161,7 @@ def encoded(values: Any, fmt: Format) -> Codes:
     """The encodings of values of ``fmt``, as ``fmt.bits_dtype``
     (``fpsim.kernels.blockscale.encode``)."""
     xp = array_module(values)
-    codes = array_kernels(values)["encode"](xp.asarray(values, np.float64), Encoding.of(fmt))
+    codes = array_kernels(values)["encode"](binary64(xp.asarray(values)), Encoding.of(fmt))
     out: Codes = xp.asarray(codes).astype(fmt.bits_dtype)
     return out
 
@@ -285,7 +285,7 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         return Quantized(scheme=sch, axis=ax, bits=bits,
                          scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
                          scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
-                         flags=flags, amax=amax if amax == amax else math.nan)
+                         flags=flags, amax=one_nan(amax))
     return _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
 
 
@@ -381,5 +381,10 @@ def largest(arr: Floats) -> float:
     if not arr.size:
         return 0.0
     xp = array_module(arr)
-    amax = float(xp.max(xp.abs(binary64(arr))))
-    return math.nan if amax != amax else amax
+    return one_nan(float(xp.max(xp.abs(binary64(arr)))))
+
+
+def one_nan(v: float) -> float:
+    """``v``, a NaN as the one quiet NaN (a GPU's arithmetic, or the input's payload,
+    would give another)."""
+    return math.nan if v != v else v

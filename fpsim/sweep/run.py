@@ -68,18 +68,12 @@ def one_thread() -> Iterator[None]:
     Parallel runs come from processes; BLAS threads spinning beside them would slow
     every one down.
     """
-    import numba
     from threadpoolctl import threadpool_limits
 
-    # Numba reads NUMBA_NUM_THREADS once; writing it into a running process's
-    # environment makes its next compilation fail, so use the runtime setting.
-    before = numba.get_num_threads()
-    with threadpool_limits(1):
-        numba.set_num_threads(1)
-        try:
-            yield
-        finally:
-            numba.set_num_threads(before)
+    from fpsim.backends.numba_backend import numba_threads
+
+    with threadpool_limits(1), numba_threads(1):
+        yield
 
 
 def execute(run: Run, progress: Callable[[int], None] | None = None) -> Outcome:
