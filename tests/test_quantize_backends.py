@@ -23,7 +23,9 @@ from fpsim.quantize import SCALE_RULES, SCHEMES
 
 HERE = Path(__file__).resolve().parent
 MX = [name for name, s in SCHEMES.items() if s.kind == "mx"]
-FIELDS = ("bits", "flags", "scale_bits", "scales", "values")
+# _scaled: each element times its block's scale, which the Numba loops write as they
+# quantize and the NumPy path computes from the values and scales (fpsim.dequantize's).
+FIELDS = ("bits", "flags", "scale_bits", "scales", "values", "_scaled")
 
 
 def same_quantized(got, want) -> None:
@@ -95,6 +97,46 @@ def test_the_loops_specialised_to_float32_input_give_the_same_bits(monkeypatch, 
     same_quantized(*both(x.T, scheme, axis=0, scale_rule=rule, rounding=mode))
     # Rows ending in a padded block, whose padding the loop does not round.
     same_quantized(*both(x[:, :-5], scheme, scale_rule=rule, rounding=mode, pad=True))
+
+
+@pytest.mark.parametrize("scheme, rule, mode", [
+    ("mxfp8_e4m3", "transformer_engine", "nearest_even"),  # the MXFP8 recipe's
+    ("mxfp4_e2m1", "ocp", "stochastic"),
+    ("nvfp4", "transformer_engine", "stochastic"),
+])
+def test_the_loops_a_training_run_repeats_give_the_same_bits(scheme, rule, mode):
+    """``quantize_repeated`` (a training step's calls): on the Numba backend, serial loops
+    compiled for the call's parameters at any size."""
+    from fpsim.quantize.quantized import quantize_repeated
+
+    rng = np.random.default_rng(12)
+    with np.errstate(over="ignore"):
+        x = np.concatenate([hard_blocks(rng), float32_blocks(rng)])
+    seed = 7 if mode == "stochastic" else None
+    for args, options in (((x,), {}), ((x.T,), {"axis": 0}),
+                          ((x[:, :-5],), {"pad": True}),
+                          ((rng.standard_normal((3, 40, 2)),), {"axis": 1, "pad": True})):
+        with fpsim.backend("numpy"):
+            want = fpsim.quantize(*args, scheme, scale_rule=rule, rounding=mode, seed=seed,
+                                  **options)
+        with fpsim.backend("numba"):
+            got = quantize_repeated(*args, scheme, scale_rule=rule, rounding=mode, seed=seed,
+                                    **options)
+        same_quantized(got, want)
+        assert np.array_equal(fpsim.dequantize(got).view(np.int64),
+                              fpsim.dequantize(want).view(np.int64))
+    with pytest.raises(TypeError, match="unexpected arguments: rounding_mode"):
+        quantize_repeated(x, scheme, rounding_mode="up")
+
+
+def test_the_loops_elements_times_scales_are_read_only_and_dequantize_copies():
+    q = fpsim.quantize(np.random.default_rng(3).standard_normal((2, 64)), "mxfp8_e4m3")
+    held = q._scaled
+    with pytest.raises(ValueError, match="read-only"):
+        held[0, 0] = 1.0
+    out = fpsim.dequantize(q)
+    out[0, 0] = 5.0  # the caller's own array
+    assert held[0, 0] != 5.0 and fpsim.dequantize(q)[0, 0] == held[0, 0]
 
 
 ML = {"fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2,

@@ -81,6 +81,28 @@ def test_scales_beyond_binary32_and_the_any_order():
           np.array([[np.inf]]), "overflow")
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(MX + ["nvfp4"]), st.integers(-160, 140), st.integers(0, 60),
+       st.integers(0, 2**32))
+def test_the_scales_proof_of_binary32_terms_never_errs(scheme, low, spread, seed):
+    """order="any" hands the terms' factors to BLAS as float32 when the scales prove each
+    element times its scale a binary32 value (``_binary32_by_scales``): whenever they do,
+    every such value converts to float32 exactly; and ordinary data is proven so."""
+    from fpsim.quantize.product import _binary32_by_scales
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((4, 64)) * 2.0 ** rng.integers(low, low + spread + 1, (4, 1))
+    with np.errstate(over="ignore"):
+        q = fpsim.quantize(x, scheme)
+    terms = q._scaled
+    if _binary32_by_scales(q):
+        with np.errstate(over="ignore"):
+            assert np.array_equal(terms.astype(np.float32).astype(np.float64), terms,
+                                  equal_nan=True)
+    if -100 <= low and low + spread <= 100:
+        assert _binary32_by_scales(q)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.sampled_from(MX + ["nvfp4"]), st.integers(1, 3), st.integers(1, 4),
        st.integers(0, 3), st.sampled_from(["nearest_even", "toward_zero", "down", "odd"]),

@@ -6,18 +6,22 @@ then (the tensor's scales known) one for the blocks' scales (``nvfp4_block_scale
 one for the elements. The kernels are the shared ones (``fpsim.kernels.blockscale`` and
 ``core.round_value``), as the NumPy path of ``fpsim.quantize`` runs them on whole arrays.
 
-The loops take the blocks as the rows of a C-contiguous (blocks, block) array: the
-quantized axis moved last, each row's last block padded with zeros. ``count`` (blocks to
-a row), ``length`` (the axis's length) and ``groups`` (the number of elements that
-followed the axis before it moved; 1 for the last axis) recover each element's C-order
-index in ``x``, the stochastic stream's counter. Arrays of ``SPECIALISE_FROM`` elements
-or more run in a loop compiled for their exact parameters (constants folded) and, for
-float32 input, rounding and encoding on the binary32 encoding (``kernels.carrier``), on
-all of Numba's threads; shorter ones in one generic loop per family (float64, parameters
-as arguments) on the calling thread alone, as the Numba backend's own loops run short
-arrays serially. Inside a training step on 2 cores, a parallel region per quantization
+The loops take the input as a C-contiguous (rows, length) array, the quantized axis moved
+last, and run over its blocks, ``count`` to a row, the last one of a row shorter where
+``length`` is not a multiple of the block (as if padded with zeros, which change no
+amax). ``groups`` (the number of elements that followed the axis before it moved; 1 for
+the last axis) recovers each element's C-order index in ``x``, the stochastic stream's
+counter. Each element's dequantized value (element times its block's scale, exact in
+binary64) is written beside its encoding: a training step's product reads it
+(``Quantized._scaled``). Arrays of ``SPECIALISE_FROM`` elements or more, and the calls a
+training run repeats (``hot``), run in a loop compiled for their exact parameters
+(constants folded); arrays that long and float32 also round and encode on the binary32
+encoding (``kernels.carrier``), on all of Numba's threads. Other calls run in one generic
+loop per family (float64, parameters as arguments); every call below ``SPECIALISE_FROM``
+runs on the calling thread alone, as the Numba backend's own loops run short arrays
+serially: inside a training step on 2 cores, a parallel region per quantization
 contended with the threads BLAS keeps spinning after a product. The kernels are inlined
-into both. Compiled lazily, cached on disk (``cache=True``).
+into every loop. Compiled lazily, cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from numba import prange
 
 from fpsim.backends import get_backend, numba_backend
 from fpsim.backends._instantiate import clone, instantiate, source_digest
+from fpsim.backends.numba_vectors import wide_vectors
 from fpsim.kernels.carrier import BINARY32, spec_for
 
 __all__ = ["kernel_name", "quantize_mx", "quantize_nvfp4"]
@@ -51,6 +56,7 @@ STOCHASTIC = RULE = EMAX = T = INV_MAX = LOW = HIGH = FP32 = SPEC = CODE = SCALE
 MAG = 0x7FFFFFFFFFFFFFFF
 TINY = 5e-324  # binary64's smallest subnormal, or binary32's (TINY32) on its carrier
 TINY32 = np.float32(2.0**-149)
+ONE_NAN = np.nan  # the one quiet NaN fpsim gives (0x7FF8000000000000)
 
 
 def _bound_per_instance(*args: Any) -> Any:
@@ -76,33 +82,39 @@ def widen(y):
     return float(y)
 
 
-def index(q, j, count, length, groups):
-    """The C-order index in ``x`` of element ``j`` of block ``q`` (``count`` blocks to a
-    row of ``length``)."""
-    r = q // count
+def index(r, col, length, groups):
+    """The C-order index in ``x`` of element ``col`` of row ``r`` of the (rows, length)
+    array (``groups`` elements followed the axis before it moved)."""
     p = r // groups
-    return (p * length + (q - r * count) * BLOCK + j) * groups + (r - p * groups)
+    return (p * length + col) * groups + (r - p * groups)
 
 
-def filled(q, count, length):
-    """How many of block ``q``'s elements are ``x``'s: the last block of a row (``count``
-    blocks to a row of ``length``) ends in padding, whose results ``_back`` drops."""
-    return min(BLOCK, length - (q - (q // count) * count) * BLOCK)
-
-
-def block_amax(x, q):
-    """The largest magnitude of block ``q`` (NaN if it holds a NaN): the largest encoding
-    of a magnitude, an integer maximum (it vectorises, and NaN's encodings are the
-    largest)."""
+def block_amax(x, r, lo, n):
+    """The largest magnitude of the block of row ``r`` from ``lo``, ``n`` elements (NaN if
+    it holds a NaN): the largest encoding of a magnitude, an integer maximum (it
+    vectorises, and NaN's encodings are the largest). Elements past a row's end would be
+    padding zeros, which change no amax."""
     m = 0
-    for j in range(x.shape[1]):  # BLOCK, as a bound LLVM vectorises (unrolled, it did not)
-        m = max(m, f64_bits(float(x[q, j])) & MAG)
+    xs = x[r, lo:lo + n]
+    if n == BLOCK:
+        for j in range(BLOCK):  # a constant trip count: LLVM vectorises it
+            m = max(m, f64_bits(float(xs[j])) & MAG)
+    else:
+        for j in range(n):
+            m = max(m, f64_bits(float(xs[j])) & MAG)
     return bits_f64(m)
 
 
-# The loops take the blocks as the rows of a (blocks, BLOCK) array: an inner loop of a
-# constant length vectorises (one over a block's range of a longer row does not).
-def mx_loop(x, count, length, groups, bits, flags, scale_bits, amaxes, key, stochastic_in,
+def product_or_nan(v, scale):
+    """An element's value (on its carrier) times its block's scale, exactly in binary64:
+    ``fpsim.dequantize``'s term (a NaN scale gives the one quiet NaN)."""
+    y = float(v) * scale
+    return ONE_NAN if y != y else y
+
+
+# The loops run over the blocks of a C-contiguous (rows, length) array, ``count`` blocks
+# to a row; the last block of a row is shorter where ``length`` is not a multiple of BLOCK.
+def mx_loop(x, count, bits, flags, scaled, scale_bits, amaxes, groups, key, stochastic_in,
             rule_in, emax_in, t_in, inv_max_in, low_in, high_in, fp32_in, spec_in, code_in,
             scale_code_in):
     # The parameters (MXParameters' fields): the arguments, or the constants of a loop
@@ -118,49 +130,85 @@ def mx_loop(x, count, length, groups, bits, flags, scale_bits, amaxes, key, stoc
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
     scale_code = scale_code_in if SCALE_CODE is None else SCALE_CODE
-    for q in prange(x.shape[0]):
-        amax = block_amax(x, q)
-        amaxes[q] = amax
-        s, nan = mx_exponent(amax, rule, emax, t, inv_max, low, high, fp32)
-        scale_bits[q] = encode(pow2_or_nan(s, nan), scale_code)
-        down, up = mx_factors(s)
-        down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two within binary32's range
-        for j in range(filled(q, count, length)):
-            y = mx_scaled(LOAD(x[q, j]), down_c, up_c, nan, TINY)
-            rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
-            v, f = round_value(carrier(y), rnd, spec, True)
-            bits[q, j] = encode_element(v, code)
-            flags[q, j] = f
+    length = x.shape[1]
+    blocks = x.shape[0] * count
+    xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
+    for r in prange(x.shape[0]):
+        for b in range(count):
+            lo = b * BLOCK
+            amaxes[r * count + b] = block_amax(x, r, lo, min(BLOCK, length - lo))
+    exps = np.empty(blocks, np.int64)
+    nans = np.empty(blocks, np.bool_)
+    scales = np.empty(blocks, np.float64)
+    for q in prange(blocks):  # one flat loop over the blocks: it vectorises across them
+        s, nan = mx_exponent(amaxes[q], rule, emax, t, inv_max, low, high, fp32)
+        scale = pow2_or_nan(s, nan)
+        scale_bits[q] = encode(scale, scale_code)
+        exps[q] = s
+        nans[q] = nan
+        scales[q] = scale
+    for r in prange(x.shape[0]):
+        for b in range(count):
+            q = r * count + b
+            lo = b * BLOCK
+            n = min(BLOCK, length - lo)
+            nan = nans[q]
+            scale = scales[q]
+            down, up = mx_factors(exps[q])
+            down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two in binary32's range
+            base = np.uint64(r * length + lo)
+            for j in range(n):
+                wide_vectors()  # 512-bit vectors where the CPU has them: 10% faster here
+                i = base + np.uint64(j)
+                y = mx_scaled(LOAD(xf[i]), down_c, up_c, nan, TINY)
+                rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
+                v, f = round_value(carrier(y), rnd, spec, True)
+                bf[i] = encode_element(v, code)
+                ff[i] = f
+                sf[i] = product_or_nan(v, scale)
 
 
-def amax_loop(x, amaxes):
-    for q in prange(x.shape[0]):
-        amaxes[q] = block_amax(x, q)
+def amax_loop(x, count, amaxes):
+    length = x.shape[1]
+    for q in prange(x.shape[0] * count):
+        r = q // count
+        lo = (q - r * count) * BLOCK
+        amaxes[q] = block_amax(x, r, lo, min(BLOCK, length - lo))
 
 
-def nvfp4_scales_loop(amaxes, scale_bits, encodes, multiplier, global_decode, e4m3,
+def nvfp4_scales_loop(amaxes, scale_bits, decodes, encodes, multiplier, global_decode, e4m3,
                       scale_code):
     # One flat loop over the blocks: it vectorises across them.
     for q in prange(amaxes.size):
         scale, enc = nvfp4_block_scales(amaxes[q], multiplier, global_decode, e4m3)
         scale_bits[q] = encode(scale, scale_code)
+        decodes[q] = scale
         encodes[q] = enc
 
 
-def nvfp4_loop(x, count, length, groups, bits, flags, encodes, key, stochastic_in, spec_in,
-               code_in):
+def nvfp4_loop(x, count, bits, flags, scaled, decodes, encodes, groups, key, stochastic_in,
+               spec_in, code_in):
     # The elements' parameters, as mx_loop's.
     stochastic = stochastic_in if STOCHASTIC is None else STOCHASTIC
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
-    for q in prange(x.shape[0]):
+    length = x.shape[1]
+    for q in prange(x.shape[0] * count):
+        r = q // count
+        lo = (q - r * count) * BLOCK
         enc32 = encodes[q]
-        for j in range(filled(q, count, length)):
-            y = nvfp4_scaled(np.float32(x[q, j]), enc32)
-            rnd = random53(key, index(q, j, count, length, groups)) if stochastic else 0
+        scale = decodes[q]
+        n = min(BLOCK, length - lo)
+        xs, bs, fs = x[r, lo:lo + n], bits[r, lo:lo + n], flags[r, lo:lo + n]
+        ss = scaled[r, lo:lo + n]
+        for j in range(n):
+            wide_vectors()
+            y = nvfp4_scaled(np.float32(xs[j]), enc32)
+            rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
-            bits[q, j] = encode_element(v, code)
-            flags[q, j] = f
+            bs[j] = encode_element(v, code)
+            fs[j] = f
+            ss[j] = product_or_nan(v, scale)
 
 
 _LOOPS: dict[tuple, Any] = {}
@@ -168,11 +216,11 @@ _ENCODE32: dict[str, Any] = {}
 _DIGEST = source_digest(sys.modules[__name__])
 
 
-def _loop(template: Any, binary32: bool, **binding: Any) -> Any:
+def _loop(template: Any, binary32: bool, parallel: bool = True, **binding: Any) -> Any:
     """``template`` compiled with the Numba backend's kernels inlined and ``binding`` (its
     globals), rounding on the binary32 encoding if ``binary32``; a parallel loop over the
-    blocks (``_threads`` says on how many threads it runs)."""
-    key = (template.__name__, binary32, *sorted(binding.items()))
+    blocks if ``parallel`` (``_threads`` says on how many threads it runs)."""
+    key = (template.__name__, binary32, parallel, *sorted(binding.items()))
     loop = _LOOPS.get(key)
     if loop is None:
         engine = get_backend()
@@ -184,7 +232,7 @@ def _loop(template: Any, binary32: bool, **binding: Any) -> Any:
         namespace = dict(globals(), **{name: kernels[name] for name in (
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
-        for helper in (same, widen, encode_wide, index, filled, block_amax):
+        for helper in (same, widen, encode_wide, index, block_amax, product_or_nan):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
@@ -202,9 +250,11 @@ def _loop(template: Any, binary32: bool, **binding: Any) -> Any:
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
         func = clone(template, namespace,
                      f"{template.__name__}_{tag}_{engine.digest}_{_DIGEST}")  # type: ignore[attr-defined]
-        # Compiled parallel even where it runs on one thread: so compiled, this loop took a
-        # fifth of the time an element that its serial compilation did.
-        loop = _LOOPS[key] = numba.njit(parallel=True, cache=True)(func)
+        # A generic loop is compiled parallel even where it runs on one thread: so compiled,
+        # it took a seventh of the time an element that its serial compilation did (its
+        # parameters are arguments). Compiled for its parameters, the serial loop is as fast
+        # as the parallel one on one thread, compiles in half the time and starts sooner.
+        loop = _LOOPS[key] = numba.njit(parallel=parallel, cache=True)(func)
     return loop
 
 
@@ -231,68 +281,63 @@ def _rows(arr: np.ndarray, ax: int) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(moved).reshape(before * groups, length), groups
 
 
-def _blocks(x: np.ndarray, block: int) -> np.ndarray:
-    """The (rows, length) ``x`` as a (blocks, block) array, the last block of each row
-    padded with zeros (which change no amax) where ``length`` is not a multiple."""
-    rows, length = x.shape
-    count = -(-length // block)
-    if length % block:
-        padded = np.zeros((rows, count * block), x.dtype)
-        padded[:, :length] = x
-        x = padded
-    return x.reshape(rows * count, block)
-
-
-def _back(out: np.ndarray, width: int, n: int, shape: tuple[int, ...], ax: int,
-          groups: int) -> np.ndarray:
-    """A result of ``_rows``' and ``_blocks``' layout (``width`` to a row) in the input's
-    layout, ``ax`` cut to ``n``: its elements, or its blocks (the scales)."""
+def _back(out: np.ndarray, shape: tuple[int, ...], ax: int, groups: int) -> np.ndarray:
+    """A (rows, n) result of ``_rows``' layout in the input's layout, ``ax`` of length
+    ``n``: its elements, or its blocks (the scales)."""
     before = math.prod(shape[:ax])
-    flat = out.reshape(before * groups, width)
-    moved = flat[:, :n].reshape(before, groups, n)
+    n = out.shape[1]
+    moved = out.reshape(before, groups, n)
     if groups > 1:
         moved = moved.transpose(0, 2, 1)
     return np.ascontiguousarray(moved).reshape((*shape[:ax], n, *shape[ax + 1:]))
 
 
-def _elements_back(bits: np.ndarray, flags: np.ndarray, scale_bits: np.ndarray,
-                   shape: tuple[int, ...], ax: int, groups: int,
-                   block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bits, flags and scale bits in the input's layout."""
-    count = -(-shape[ax] // block)
-    return (_back(bits, count * block, shape[ax], shape, ax, groups),
-            _back(flags, count * block, shape[ax], shape, ax, groups),
-            _back(scale_bits, count, count, shape, ax, groups))
-
-
-def _run(template: Any, x: np.ndarray, length: int, groups: int, params: Any,
-         key: int | None, outputs: tuple[np.ndarray, ...]) -> None:
-    """Run ``template`` (``mx_loop``, ``nvfp4_loop``) on the blocks ``x``: specialised and
-    on the binary32 carrier for long float32 input, else the generic loop on float64."""
+def _run(template: Any, x: np.ndarray, count: int, block: int, groups: int, params: Any,
+         key: int | None, outputs: tuple[np.ndarray, ...], hot: bool) -> None:
+    """Run ``template`` (``mx_loop``, ``nvfp4_loop``) on the rows ``x`` (``count`` blocks
+    of ``block`` to a row): compiled for its parameters if ``hot`` or long, on the binary32
+    carrier for long float32 input, else the generic loop on float64."""
     stochastic = key is not None
-    specialise = x.size >= SPECIALISE_FROM
-    binary32 = specialise and x.dtype == np.float32
-    if binary32:
-        params = params._replace(spec=spec_for(params.spec, BINARY32),
-                                 code=type(params.code)(*map(np.int32, params.code)))
-    if not specialise:
+    long = x.size >= SPECIALISE_FROM
+    binary32 = long and x.dtype == np.float32
+    if not binary32:
         x = np.asarray(x, np.float64)
+    # Compiled for its parameters: a serial loop for a short array (a training step's).
+    parallel = long or not hot
+    loop, arguments = _prepared(template, params, block, stochastic, hot or long, binary32,
+                                parallel)
+    with _threads(long or not parallel):
+        loop(_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic, *arguments)
+
+
+_PREPARED: dict[tuple, tuple[Any, tuple]] = {}
+
+
+def _prepared(template: Any, params: Any, block: int, stochastic: bool, specialise: bool,
+              binary32: bool, parallel: bool) -> tuple[Any, tuple]:
+    """The loop to run and its parameters' arguments, kept per call kind (a training step's
+    short calls spent more time here than in their loops)."""
     fields = params._asdict()
-    if template is nvfp4_loop:
+    if template is nvfp4_loop:  # the block scales' parameters are the loop's arguments
         fields = {"spec": params.spec, "code": params.code}
-    binding = dict(BLOCK=x.shape[1])
-    if specialise:
-        binding.update(STOCHASTIC=stochastic,
-                       **{name.upper(): value for name, value in fields.items()})
-    loop = _loop(template, binary32, **binding)
-    count = -(-length // x.shape[1])
-    with _threads(specialise):
-        loop(_frozen(x), count, length, groups, *outputs, np.uint64(key or 0), stochastic,
-             *fields.values())
+    memo = (template, tuple(fields.values()), block, stochastic, specialise, binary32, parallel)
+    hit = _PREPARED.get(memo)
+    if hit is None:
+        if binary32:
+            fields.update(spec=spec_for(fields["spec"], BINARY32),
+                          code=type(fields["code"])(*map(np.int32, fields["code"])))
+        binding = dict(BLOCK=block)
+        if specialise:
+            binding.update(STOCHASTIC=stochastic,
+                           **{name.upper(): value for name, value in fields.items()})
+        hit = _PREPARED[memo] = (_loop(template, binary32, parallel, **binding),
+                                 tuple(fields.values()))
+    return hit
 
 
 def _threads(parallel: bool) -> contextlib.AbstractContextManager[None]:
-    """Inside, the loops run on Numba's threads if ``parallel``, else on this one."""
+    """Inside, parallel loops run on Numba's threads if ``parallel``, else on this one
+    (a serial loop runs on this one anyway)."""
     return contextlib.nullcontext() if parallel else numba_backend.numba_threads(1)
 
 
@@ -308,49 +353,64 @@ def kernel_name(x: np.ndarray) -> str:
     return "binary32" if x.size >= SPECIALISE_FROM and x.dtype == np.float32 else "binary64"
 
 
-def _outputs(x: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Bits and flags per element, scale bits and amax per block."""
+def _outputs(x: np.ndarray, count: int) -> tuple[np.ndarray, ...]:
+    """Bits, flags and the dequantized value per element; scale bits and amax per block."""
+    blocks = x.shape[0] * count
     return (np.empty(x.shape, np.uint8), np.empty(x.shape, np.uint8),
-            np.empty(x.shape[0], np.uint8), np.empty(x.shape[0], np.float64))
+            np.empty(x.shape, np.float64), np.empty(blocks, np.uint8),
+            np.empty(blocks, np.float64))
 
 
-def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None,
-                block: int = 32) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """MX quantization of ``arr`` (float32 or float64) along ``ax``: the elements'
-    encodings and flags, the scales' encodings, and the input's amax."""
-    rows, groups = _rows(arr, ax)
-    x = _blocks(rows, block)
-    bits, flags, scale_bits, amaxes = _outputs(x)
-    if x.size:
-        _run(mx_loop, x, arr.shape[ax], groups, params, key, (bits, flags, scale_bits, amaxes))
+def _results(outputs: tuple[np.ndarray, ...], count: int, shape: tuple[int, ...], ax: int,
+             groups: int) -> tuple[Any, ...]:
+    """Bits, flags, dequantized values and scale bits in the input's layout, and the
+    input's amax."""
+    bits, flags, scaled, scale_bits, amaxes = outputs
+    rows = bits.shape[0]
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
-    return (*_elements_back(bits, flags, scale_bits, arr.shape, ax, groups, block), amax)
+    return (*(_back(a, shape, ax, groups) for a in (bits, flags, scaled)),
+            _back(scale_bits.reshape(rows, count), shape, ax, groups), amax)
+
+
+def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None, block: int = 32,
+                hot: bool = False) -> tuple[Any, ...]:
+    """MX quantization of ``arr`` (float32 or float64) along ``ax`` in blocks: the
+    elements' encodings and flags, their dequantized values (element times scale), the
+    scales' encodings, and the input's amax. ``hot``: compiled for these parameters at
+    any size (a training run repeats them)."""
+    x, groups = _rows(arr, ax)
+    count = -(-x.shape[1] // block)
+    outputs = _outputs(x, count)
+    if x.size:
+        _run(mx_loop, x, count, block, groups, params, key, outputs, hot)
+    return _results(outputs, count, arr.shape, ax, groups)
 
 
 def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
-                   key: int | None, block: int = 16
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, Any]:
-    """NVFP4 quantization of ``arr`` (float32 or float64) along ``ax``: the elements'
-    encodings and flags, the block scales' encodings, the input's amax and the tensor's
-    parameters, which ``parameters`` gives for that amax (``fpsim.quantize.nvfp4``'s
+                   key: int | None, block: int = 16, hot: bool = False) -> tuple[Any, ...]:
+    """NVFP4 quantization of ``arr`` (float32 or float64) along ``ax`` in blocks:
+    as ``quantize_mx`` (the dequantized values without the tensor scale), and the tensor's
+    parameters, which ``parameters`` gives for the input's amax (``fpsim.quantize.nvfp4``'s
     ``nvfp4_parameters``; ``quantize_mx``'s ``params`` are an ``MXParameters``)."""
-    rows, groups = _rows(arr, ax)
-    x = _blocks(rows, block)
-    bits, flags, scale_bits, amaxes = _outputs(x)
+    x, groups = _rows(arr, ax)
+    count = -(-x.shape[1] // block)
+    bits, flags, scaled, scale_bits, amaxes = _outputs(x, count)
+    long = x.size >= SPECIALISE_FROM
     if x.size:
-        long = x.size >= SPECIALISE_FROM
         view = x if long else np.asarray(x, np.float64)
         with _threads(long):
-            _loop(amax_loop, False, BLOCK=block)(_frozen(view), amaxes)
+            _loop(amax_loop, False, BLOCK=block)(_frozen(view), count, amaxes)
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
     params = parameters(amax)
     if x.size:
+        decodes = np.empty(amaxes.size, np.float64)
         encodes = np.empty(amaxes.size, np.float32)
         p = params
         with _threads(long):
             _loop(nvfp4_scales_loop, False, BLOCK=block)(
-                amaxes, scale_bits, encodes, p.multiplier, p.global_decode, p.e4m3,
+                amaxes, scale_bits, decodes, encodes, p.multiplier, p.global_decode, p.e4m3,
                 p.scale_code)
-        _run(nvfp4_loop, x, arr.shape[ax], groups, params, key, (bits, flags, encodes))
-    return (*_elements_back(bits, flags, scale_bits, arr.shape, ax, groups, block), amax,
+        _run(nvfp4_loop, x, count, block, groups, params, key,
+             (bits, flags, scaled, decodes, encodes), hot)
+    return (*_results((bits, flags, scaled, scale_bits, amaxes), count, arr.shape, ax, groups),
             params)

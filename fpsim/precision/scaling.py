@@ -260,7 +260,9 @@ class Operand:
     Attributes
     ----------
     values : numpy.ndarray
-        (rows, K): the elements (values of ``fmt``).
+        (rows, K): the elements (values of ``fmt``); an MX or NVFP4 operand's are its
+        ``quantized.values``, decoded on first use (its product reads the elements times
+        their scales, which quantizing wrote).
     fmt : Format
         The elements' format.
     scales : numpy.ndarray or None
@@ -272,11 +274,28 @@ class Operand:
         The MX or NVFP4 quantization (blocks along K).
     """
 
-    values: Any
+    elements: Any
     fmt: Format
     scales: Any
     block: int
     quantized: Quantized | None = None
+
+    @property
+    def values(self) -> Any:
+        """The elements, (rows, K)."""
+        if self.elements is None:
+            return self._quantized().values
+        return self.elements
+
+    @property
+    def array(self) -> Any:
+        """An array of the operand, on its device."""
+        return self._quantized().bits if self.elements is None else self.elements
+
+    def _quantized(self) -> Quantized:
+        if self.quantized is None:
+            raise ValueError("an Operand needs its elements or its quantization")
+        return self.quantized
 
     @property
     def per_tensor(self) -> bool:
@@ -336,7 +355,7 @@ def _quantize(values: Any, s: Scaling, policy: Policy, owner: Any, category: str
     if observers:
         _notify(owner, category, s, None, q.flags, q.amax, values, None, q)
     if q.scheme.kind in ("mx", "nvfp4"):
-        return Operand(q.values, s.format, None, q.scheme.block, q)
+        return Operand(None, s.format, None, q.scheme.block, q)
     block = q.scheme.block or max(k, 1)
     scales = q.scales.reshape(q.scales.shape[0] if q.scales.ndim == 2 else 1, -1)
     if q.scheme.rows > 1:  # tiles: a scale per (tile row, tile column), repeated per row
@@ -353,7 +372,7 @@ def saturates(fmt: Format) -> bool:
 def _quantize_blocks(values: Any, s: Scaling, seed: int | None) -> Quantized:
     """``fpsim.quantize`` of the matrix along its last axis (current scaling: the
     ``per_tensor`` scheme with the category's format)."""
-    from fpsim.quantize import quantize as block_quantize
+    from fpsim.quantize.quantized import quantize_repeated
     from fpsim.quantize.schemes import scheme as find_scheme
 
     if s.kind == "current":
@@ -371,8 +390,8 @@ def _quantize_blocks(values: Any, s: Scaling, seed: int | None) -> Quantized:
             current = find_scheme("per_tensor")
             sch = replace(sch, kind="current", scale_rule=rule, rules=current.rules)
     try:
-        return block_quantize(values, sch, axis=-1, scale_rule=rule, rounding=s.rounding,
-                              seed=seed, random_bits=s.random_bits, pad=pad)
+        return quantize_repeated(values, sch, axis=-1, scale_rule=rule, rounding=s.rounding,
+                                 seed=seed, random_bits=s.random_bits, pad=pad)
     except ValueError as exc:
         if "pad=True" in str(exc):
             raise ValueError(f"{s}: {exc.args[0].split(': pass pad=True')[0]}; add ':pad=on' "
@@ -420,7 +439,7 @@ def _version(owner: Any, s: Scaling) -> tuple[Any, ...]:
 
 def transposed(op: Operand) -> Operand:
     """A per-tensor operand's transpose (the same scale); None for another."""
-    return replace(op, values=op.values.T, block=max(op.values.shape[0], 1))
+    return replace(op, elements=op.values.T, block=max(op.values.shape[0], 1))
 
 
 def _notify(owner: Any, category: str, s: Scaling, op: Operand | None, flags: Any,
@@ -488,7 +507,7 @@ def product(a: Operand, b: Operand, policy: Policy, recipe: Recipe, pair: tuple[
     added as ``fp32(acc + chunk * fp32(scale_a * scale_b))`` (one fused multiply-add, as
     DeepSeek-V3's promotion on the CUDA cores). On the operands' device.
     """
-    with _device.kernels(a.values):
+    with _device.kernels(a.array):
         return _product(a, b, policy, recipe, pair)
 
 
@@ -620,4 +639,8 @@ def _transpose_quantized(q: Quantized) -> Any:
                                    flags=q.flags.T, axis=1 if q.scheme.rows > 1 else 0)
     if any(f.name == "values" for f in fields(q)):  # a field, not decoded from the bits
         changes["values"] = q.values.T
-    return replace(q, **changes)
+    out = replace(q, **changes)
+    for held in ("values", "_scaled"):  # what q has decoded or kept, transposed
+        if held in q.__dict__ and held not in changes:
+            out.__dict__[held] = q.__dict__[held].T
+    return out

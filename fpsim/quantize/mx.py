@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -35,6 +36,7 @@ class MXParameters(NamedTuple):
     scale_code: Encoding  # the scales' encoding
 
 
+@functools.lru_cache(maxsize=256)
 def mx_parameters(scheme: Scheme, rule: str, spec: Spec) -> MXParameters:
     """The ``MXParameters`` of ``scheme`` under scale rule ``rule``, its elements rounded
     as ``spec`` says."""

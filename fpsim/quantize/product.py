@@ -21,7 +21,7 @@ from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate
 from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul, promoted_matmul
 from fpsim.formats import as_format
 from fpsim.quantize.blocks import Blocks
-from fpsim.quantize.quantized import Quantized, dequantize
+from fpsim.quantize.quantized import Quantized
 from fpsim.rounding import round as round_to
 
 __all__ = ["quantized_matmul"]
@@ -51,7 +51,7 @@ def _k_block(q: Quantized, name: str, k_axis: int, kinds: tuple[str, ...] = EXAC
             "times the elements are not exact per term; dequantize it, use an MX or NVFP4 "
             "scheme, or (blockwise FP8) a tensor core that promotes every N, "
             "model=fpsim.hw.H100_FP8.with_promotion(128)")
-    ndim = q.values.ndim
+    ndim = q.bits.ndim
     if ndim < 2:
         raise ValueError(f"{name}: matmul needs at least 2 dimensions, got shape {q.shape}")
     if sch.rows > 1:  # tiles of the last two axes: K is A's columns, B's rows
@@ -101,8 +101,8 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
             "B200_NVF4, ...), whose block FMA applies the scales, or (blockwise FP8) a "
             "tensor core that promotes every N (fpsim.hw.H100_FP8.with_promotion(128))")
     kinds = PROMOTED_KINDS if promoted else EXACT_KINDS
-    k_a = _k_block(qa, "A", qa.values.ndim - 1, kinds)
-    k_b = _k_block(qb, "B", qb.values.ndim - 2, kinds)
+    k_a = _k_block(qa, "A", qa.bits.ndim - 1, kinds)
+    k_b = _k_block(qb, "B", qb.bits.ndim - 2, kinds)
     if qa.shape[-1] != qb.shape[-2]:
         raise ValueError(f"inner dimensions differ: A {qa.shape} and B {qb.shape}")
     if k_a != k_b:
@@ -116,15 +116,14 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
         return _promoted(qa, qb, model, k_a, options)
     if model is not None:
         return _instruction(qa, qb, model, k_a, options)
-    a = dequantize(_without_tensor_scale(qa))
-    b = dequantize(_without_tensor_scale(qb))
+    a, b = qa._scaled, qb._scaled  # the terms' factors: elements times block scales
     given = {k: options.pop(k, None) for k in ACCUMULATOR_OPTIONS}
     settings: dict[str, Any] = {k: ACCUMULATOR_OPTIONS[k] if v is None else v
                                 for k, v in given.items()}
     out, c, stats = options.pop("out", None), options.pop("c", None), options.pop("stats", False)
     if options:
         raise TypeError(f"matmul got unexpected arguments: {', '.join(options)}")
-    if settings["order"] == "any" and not (_binary32(a) and _binary32(b)):
+    if settings["order"] == "any" and not (_binary32(qa, a) and _binary32(qb, b)):
         settings["order"] = "sequential"  # BLAS would read the terms' factors as float32
     result = accumulate(a, b, out=None if tensor_scaled else out, c=c, stats=stats,
                         **settings)
@@ -214,16 +213,35 @@ def _wide(x: Any) -> Any:
     return binary64(array_module(x).asarray(x))
 
 
-def _binary32(x: np.ndarray) -> bool:
-    """Whether every value of ``x`` is a binary32 value (NaN included); on the device, the
-    answer is read back."""
+def _binary32(q: Quantized, x: Any) -> bool:
+    """Whether every value of ``x``, ``q``'s elements times their block scales, is a
+    binary32 value (NaN included): from the scales alone where they prove it, else read
+    from ``x`` (on the device, read back)."""
+    if _binary32_by_scales(q):
+        return True
     xp = array_module(x)
-    return bool(xp.array_equal(binary64(binary32(x)), x, equal_nan=True))
+    with np.errstate(over="ignore"):  # a value beyond binary32's range: not one of its
+        return bool(xp.array_equal(binary64(binary32(x)), x, equal_nan=True))
 
 
-def _without_tensor_scale(q: Quantized) -> Quantized:
-    if q.tensor_scale is None:
-        return q
-    from dataclasses import replace
+def _binary32_by_scales(q: Quantized) -> bool:
+    """Whether ``q``'s scales prove each element times its scale a binary32 value.
 
-    return replace(q, tensor_scale=None)
+    An element has at most ``p_e`` significant bits, none below its format's smallest
+    subnormal; a scale ``s`` at most ``p_s``, none below ``s / 2**p_s``. Their product then
+    has at most ``p_e + p_s`` bits, none below ``min(s) * tiny_e / 2**p_s``, and is at
+    most ``max(s) * max_e``: a binary32 value when ``p_e + p_s <= 24``, that lowest bit
+    is no smaller than 2**-149 and the largest is at most binary32's largest finite.
+    Blocks with a NaN scale are NaN throughout (a binary32 value)."""
+    element, scale_format = q.scheme.element, q.scheme.scale_format
+    p_e, p_s = element.man_bits + 1, scale_format.man_bits + 1
+    if p_e + p_s > 24:
+        return False
+    xp = array_module(q.scales)
+    scales = q.scales[(q.scales == q.scales) & (q.scales != 0)]
+    if not scales.size:
+        return True
+    smallest, biggest = float(xp.min(scales)), float(xp.max(scales))
+    tiny = 2.0 ** (element.emin - element.man_bits)
+    return bool(smallest * tiny / 2.0**p_s >= 2.0**-149
+                and biggest * element.max <= float(np.finfo(np.float32).max))

@@ -33,7 +33,7 @@ from fpsim.rounding import round as round_to
 if TYPE_CHECKING:
     from fpsim._typing import Values
 
-__all__ = ["Quantized", "dequantize", "quantize"]
+__all__ = ["Quantized", "dequantize", "quantize", "quantize_repeated"]
 
 Floats = npt.NDArray[np.float64]
 Codes = npt.NDArray[np.unsignedinteger[Any]]
@@ -95,6 +95,16 @@ class Quantized:
     def values(self) -> Floats:
         """The elements' values, in the shape of the input (decoded from ``bits``)."""
         return decoded(self.bits, self.scheme.element)
+
+    @functools.cached_property
+    def _scaled(self) -> Floats:
+        """Each element times its block's scale (not NVFP4's tensor scale), exact in
+        binary64; kept once computed (the Numba backend's loops write it as they quantize),
+        read-only."""
+        out = _times_scales(self)
+        if array_module(out) is np:
+            out.setflags(write=False)
+        return out
 
     def stats(self) -> QuantizationStats:
         """Telemetry: the shares of elements saturated, flushed to zero and subnormal, the
@@ -241,6 +251,27 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     >>> bool(err <= 2.0**-4)
     True
     """
+    return _quantize(x, scheme_name, axis, scale_rule, rounding, subnormals, seed, random_bits,
+                     pad, hot=False)
+
+
+def quantize_repeated(x: Values, scheme_name: str | Scheme, axis: int = -1,
+                      **options: Any) -> Quantized:
+    """``quantize`` of a call that a training run repeats with the same parameters: on the
+    Numba backend, in a loop compiled for them (constants folded) at any size."""
+    known = ("scale_rule", "rounding", "subnormals", "seed", "random_bits", "pad")
+    unknown = set(options) - set(known)
+    if unknown:
+        raise TypeError(f"quantize got unexpected arguments: {', '.join(sorted(unknown))}")
+    return _quantize(x, scheme_name, axis, options.get("scale_rule"),
+                     options.get("rounding", "nearest_even"), options.get("subnormals", True),
+                     options.get("seed"), options.get("random_bits"), options.get("pad", False),
+                     hot=True)
+
+
+def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str | None,
+              rounding: str, subnormals: bool, seed: int | None, random_bits: int | None,
+              pad: bool, hot: bool) -> Quantized:
     sch = scheme(scheme_name)
     rule = sch.scale_rule if scale_rule is None else scale_rule
     if not isinstance(rule, str) or rule not in sch.rules:
@@ -276,16 +307,20 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
         key = random_key(seed, spec.mode)
         if sch.kind == "mx":
             params = mx_parameters(sch, rule, spec)
-            bits, flags, scale_bits, amax = numba_quantize.quantize_mx(arr, ax, params, key)
+            bits, flags, scaled, scale_bits, amax = numba_quantize.quantize_mx(
+                arr, ax, params, key, sch.block, hot)
             tensor_scale = None
         else:
-            bits, flags, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
-                arr, ax, lambda amax: nvfp4_parameters(sch, amax, spec), key)
+            bits, flags, scaled, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
+                arr, ax, lambda amax: nvfp4_parameters(sch, amax, spec), key, sch.block, hot)
             tensor_scale = float(nv.global_decode)
-        return Quantized(scheme=sch, axis=ax, bits=bits,
-                         scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
-                         scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
-                         flags=flags, amax=one_nan(amax))
+        q = Quantized(scheme=sch, axis=ax, bits=bits,
+                      scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
+                      scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
+                      flags=flags, amax=one_nan(amax))
+        scaled.setflags(write=False)
+        q.__dict__["_scaled"] = scaled  # the loops' element times scale (Quantized._scaled)
+        return q
     return _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
 
 
@@ -359,6 +394,19 @@ def dequantize(q: Quantized) -> Floats:
     """
     if not isinstance(q, Quantized):
         raise ValueError(f"q: expected a Quantized (from fpsim.quantize), got {type(q).__name__}")
+    held = q.__dict__.get("_scaled")
+    scaled = _times_scales(q) if held is None else held
+    if q.tensor_scale is None:
+        return scaled.copy() if held is not None else scaled
+    xp = array_module(q.bits)
+    with np.errstate(invalid="ignore"):
+        out = scaled * q.tensor_scale
+        return xp.where(out != out, np.nan, out)  # type: ignore[no-any-return]
+
+
+def _times_scales(q: Quantized) -> Floats:
+    """Each element of ``q`` times its block's scale (NaN throughout a block whose scale is
+    NaN, the one quiet NaN)."""
     xp = array_module(q.bits)
     if q.scheme.rows > 1:
         each = Blocks(q.values, q.scheme.block, q.scheme.rows).each(q.scales)
@@ -369,8 +417,6 @@ def dequantize(q: Quantized) -> Floats:
         each = xp.moveaxis(moved.each(xp.moveaxis(q.scales, q.axis, -1)), -1, q.axis)
     with np.errstate(invalid="ignore"):  # 0 times an infinite scale: NaN, as the kernels
         out: Floats = q.values * each
-        if q.tensor_scale is not None:
-            out = out * q.tensor_scale
         # Every NaN the one quiet NaN (a GPU's arithmetic gives its own).
         return xp.where(out != out, np.nan, out)  # type: ignore[no-any-return]
 
