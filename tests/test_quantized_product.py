@@ -92,7 +92,9 @@ def test_the_scales_proof_of_binary32_terms_never_errs(scheme, low, spread, seed
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((4, 64)) * 2.0 ** rng.integers(low, low + spread + 1, (4, 1))
-    with np.errstate(over="ignore"):
+    x[0, :32] = 0.0  # a zero block (NVFP4: a zero scale)
+    x[1, 40] = np.nan  # a NaN block (MX: a NaN scale)
+    with np.errstate(over="ignore", invalid="ignore"):
         q = fpsim.quantize(x, scheme)
     terms = q._scaled
     if _binary32_by_scales(q):

@@ -37,11 +37,14 @@ def im2col(x: np.ndarray, kh: int, kw: int, stride: Pair, padding: Pair) -> np.n
     padded = pad2d(x, ph, ph, pw, pw)
     oh = (h + 2 * ph - kh) // sh + 1
     ow = (w + 2 * pw - kw) // sw + 1
-    # Each kernel offset's strided slice (N, C, OH, OW), stacked to (N, C, KH*KW, OH, OW).
-    shifted = [padded[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+    xp = array_module(x)
+    # Channels last (one pass over the input), then each kernel offset's strided slice
+    # (N, OH, OW, C) stacked last: (N, OH, OW, C, KH*KW), C-contiguous, so that the rows
+    # need no gather (a product's operand reads them as a matrix).
+    last = xp.ascontiguousarray(padded.transpose(0, 2, 3, 1))
+    shifted = [last[:, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw, :]
                for i in range(kh) for j in range(kw)]
-    windows = array_module(x).stack(shifted, axis=2)
-    patches: np.ndarray = windows.transpose(0, 3, 4, 1, 2).reshape(n, oh * ow, ch * kh * kw)
+    patches: np.ndarray = xp.stack(shifted, axis=-1).reshape(n, oh * ow, ch * kh * kw)
     return patches
 
 

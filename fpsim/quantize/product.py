@@ -233,15 +233,22 @@ def _binary32_by_scales(q: Quantized) -> bool:
     most ``max(s) * max_e``: a binary32 value when ``p_e + p_s <= 24``, that lowest bit
     is no smaller than 2**-149 and the largest is at most binary32's largest finite.
     Blocks with a NaN scale are NaN throughout (a binary32 value)."""
+    held = q.__dict__.get("_binary32_terms")
+    if held is not None:
+        return bool(held)
     element, scale_format = q.scheme.element, q.scheme.scale_format
     p_e, p_s = element.man_bits + 1, scale_format.man_bits + 1
-    if p_e + p_s > 24:
-        return False
-    xp = array_module(q.scales)
-    scales = q.scales[(q.scales == q.scales) & (q.scales != 0)]
-    if not scales.size:
-        return True
-    smallest, biggest = float(xp.min(scales)), float(xp.max(scales))
-    tiny = 2.0 ** (element.emin - element.man_bits)
-    return bool(smallest * tiny / 2.0**p_s >= 2.0**-149
-                and biggest * element.max <= float(np.finfo(np.float32).max))
+    proven = p_e + p_s <= 24
+    if proven and q.scales.size:
+        xp = array_module(q.scales)
+        smallest, biggest = float(xp.min(q.scales)), float(xp.max(q.scales))
+        if not smallest > 0 or biggest != biggest:
+            # NaN scales (their blocks are NaN) and zero ones (their blocks are zeros) aside
+            live = q.scales[q.scales > 0]
+            smallest = float(xp.min(live)) if live.size else 1.0
+            biggest = float(xp.max(live)) if live.size else 1.0
+        tiny = 2.0 ** (element.emin - element.man_bits)
+        proven = (smallest * tiny / 2.0**p_s >= 2.0**-149
+                  and biggest * element.max <= float(np.finfo(np.float32).max))
+    q.__dict__["_binary32_terms"] = proven
+    return proven
