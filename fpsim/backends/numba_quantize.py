@@ -114,7 +114,7 @@ def product_or_nan(v, scale):
 
 # The loops run over the blocks of a C-contiguous (rows, length) array, ``count`` blocks
 # to a row; the last block of a row is shorter where ``length`` is not a multiple of BLOCK.
-def mx_loop(x, count, bits, flags, scaled, scale_bits, amaxes, groups, key, stochastic_in,
+def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stochastic_in,
             rule_in, emax_in, t_in, inv_max_in, low_in, high_in, fp32_in, spec_in, code_in,
             scale_code_in):
     # The parameters (MXParameters' fields): the arguments, or the constants of a loop
@@ -133,13 +133,13 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, amaxes, groups, key, stoc
     length = x.shape[1]
     blocks = x.shape[0] * count
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
+    amaxes = np.empty(blocks, np.float64)
     for r in prange(x.shape[0]):
         for b in range(count):
             lo = b * BLOCK
             amaxes[r * count + b] = block_amax(x, r, lo, min(BLOCK, length - lo))
     exps = np.empty(blocks, np.int64)
     nans = np.empty(blocks, np.bool_)
-    scales = np.empty(blocks, np.float64)
     for q in prange(blocks):  # one flat loop over the blocks: it vectorises across them
         s, nan = mx_exponent(amaxes[q], rule, emax, t, inv_max, low, high, fp32)
         scale = pow2_or_nan(s, nan)
@@ -166,6 +166,16 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, amaxes, groups, key, stoc
                 bf[i] = encode_element(v, code)
                 ff[i] = f
                 sf[i] = product_or_nan(v, scale)
+    return largest(amaxes)
+
+
+def largest(amaxes):
+    """The largest of the blocks' amaxes (NaN if any is NaN: an integer maximum of their
+    encodings, as ``block_amax``; 0 for none)."""
+    m = 0
+    for q in range(amaxes.size):
+        m = max(m, f64_bits(amaxes[q]))
+    return bits_f64(m)
 
 
 def amax_loop(x, count, amaxes):
@@ -232,7 +242,7 @@ def _loop(template: Any, binary32: bool, parallel: bool = True, **binding: Any) 
         namespace = dict(globals(), **{name: kernels[name] for name in (
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
-        for helper in (same, widen, encode_wide, index, block_amax, product_or_nan):
+        for helper in (same, widen, encode_wide, index, block_amax, product_or_nan, largest):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
@@ -284,8 +294,10 @@ def _rows(arr: np.ndarray, ax: int) -> tuple[np.ndarray, int]:
 def _back(out: np.ndarray, shape: tuple[int, ...], ax: int, groups: int) -> np.ndarray:
     """A (rows, n) result of ``_rows``' layout in the input's layout, ``ax`` of length
     ``n``: its elements, or its blocks (the scales)."""
-    before = math.prod(shape[:ax])
     n = out.shape[1]
+    if groups == 1:  # nothing but ones after the axis: the layout is the input's
+        return out.reshape((*shape[:ax], n, *shape[ax + 1:]))
+    before = math.prod(shape[:ax])
     moved = out.reshape(before, groups, n)
     if groups > 1:
         moved = moved.transpose(0, 2, 1)
@@ -293,7 +305,7 @@ def _back(out: np.ndarray, shape: tuple[int, ...], ax: int, groups: int) -> np.n
 
 
 def _run(template: Any, x: np.ndarray, count: int, block: int, groups: int, params: Any,
-         key: int | None, outputs: tuple[np.ndarray, ...], hot: bool) -> None:
+         key: int | None, outputs: tuple[np.ndarray, ...], hot: bool) -> Any:
     """Run ``template`` (``mx_loop``, ``nvfp4_loop``) on the rows ``x`` (``count`` blocks
     of ``block`` to a row): compiled for its parameters if ``hot`` or long, on the binary32
     carrier for long float32 input, else the generic loop on float64."""
@@ -307,7 +319,8 @@ def _run(template: Any, x: np.ndarray, count: int, block: int, groups: int, para
     loop, arguments = _prepared(template, params, block, stochastic, hot or long, binary32,
                                 parallel)
     with _threads(long or not parallel):
-        loop(_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic, *arguments)
+        return loop(_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic,
+                    *arguments)
 
 
 _PREPARED: dict[tuple, tuple[Any, tuple]] = {}
@@ -330,8 +343,10 @@ def _prepared(template: Any, params: Any, block: int, stochastic: bool, speciali
         if specialise:
             binding.update(STOCHASTIC=stochastic,
                            **{name.upper(): value for name, value in fields.items()})
-        hit = _PREPARED[memo] = (_loop(template, binary32, parallel, **binding),
-                                 tuple(fields.values()))
+        # A specialised loop's parameters are its constants: its arguments are zeros, which
+        # Numba's dispatcher types faster than the tuples (3 us a call against 10).
+        arguments = (0,) * len(fields) if specialise else tuple(fields.values())
+        hit = _PREPARED[memo] = (_loop(template, binary32, parallel, **binding), arguments)
     return hit
 
 
@@ -354,7 +369,8 @@ def kernel_name(x: np.ndarray) -> str:
 
 
 def _outputs(x: np.ndarray, count: int) -> tuple[np.ndarray, ...]:
-    """Bits, flags and the dequantized value per element; scale bits and amax per block."""
+    """Bits, flags and the dequantized value per element; scale bits and scale (MX) or amax
+    (NVFP4) per block."""
     blocks = x.shape[0] * count
     return (np.empty(x.shape, np.uint8), np.empty(x.shape, np.uint8),
             np.empty(x.shape, np.float64), np.empty(blocks, np.uint8),
@@ -363,38 +379,39 @@ def _outputs(x: np.ndarray, count: int) -> tuple[np.ndarray, ...]:
 
 def _results(outputs: tuple[np.ndarray, ...], count: int, shape: tuple[int, ...], ax: int,
              groups: int) -> tuple[Any, ...]:
-    """Bits, flags, dequantized values and scale bits in the input's layout, and the
-    input's amax."""
-    bits, flags, scaled, scale_bits, amaxes = outputs
+    """Bits, flags, dequantized values, scale bits and scales in the input's layout."""
+    bits, flags, scaled, scale_bits, scales = outputs
     rows = bits.shape[0]
-    amax = float(np.max(amaxes)) if amaxes.size else 0.0
     return (*(_back(a, shape, ax, groups) for a in (bits, flags, scaled)),
-            _back(scale_bits.reshape(rows, count), shape, ax, groups), amax)
+            *(_back(a.reshape(rows, count), shape, ax, groups) for a in (scale_bits, scales)))
 
 
 def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None, block: int = 32,
                 hot: bool = False) -> tuple[Any, ...]:
     """MX quantization of ``arr`` (float32 or float64) along ``ax`` in blocks: the
     elements' encodings and flags, their dequantized values (element times scale), the
-    scales' encodings, and the input's amax. ``hot``: compiled for these parameters at
-    any size (a training run repeats them)."""
+    scales' encodings and values, and the input's amax. ``hot``: compiled for these
+    parameters at any size (a training run repeats them)."""
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
     outputs = _outputs(x, count)
+    amax = 0.0
     if x.size:
-        _run(mx_loop, x, count, block, groups, params, key, outputs, hot)
-    return _results(outputs, count, arr.shape, ax, groups)
+        amax = _run(mx_loop, x, count, block, groups, params, key, outputs, hot)
+    return (*_results(outputs, count, arr.shape, ax, groups), amax)
 
 
 def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
                    key: int | None, block: int = 16, hot: bool = False) -> tuple[Any, ...]:
     """NVFP4 quantization of ``arr`` (float32 or float64) along ``ax`` in blocks:
-    as ``quantize_mx`` (the dequantized values without the tensor scale), and the tensor's
+    as ``quantize_mx`` but the scales' values (the dequantized values without the tensor
+    scale; the scales' NaN is ``fpsim.from_bits``' of their encoding), and the tensor's
     parameters, which ``parameters`` gives for the input's amax (``fpsim.quantize.nvfp4``'s
     ``nvfp4_parameters``; ``quantize_mx``'s ``params`` are an ``MXParameters``)."""
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
     bits, flags, scaled, scale_bits, amaxes = _outputs(x, count)
+    decodes = np.empty(amaxes.size, np.float64)
     long = x.size >= SPECIALISE_FROM
     if x.size:
         view = x if long else np.asarray(x, np.float64)
@@ -403,7 +420,6 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
     params = parameters(amax)
     if x.size:
-        decodes = np.empty(amaxes.size, np.float64)
         encodes = np.empty(amaxes.size, np.float32)
         p = params
         with _threads(long):
@@ -412,5 +428,5 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
                 p.scale_code)
         _run(nvfp4_loop, x, count, block, groups, params, key,
              (bits, flags, scaled, decodes, encodes), hot)
-    return (*_results((bits, flags, scaled, scale_bits, amaxes), count, arr.shape, ax, groups),
-            params)
+    return (*_results((bits, flags, scaled, scale_bits, decodes), count, arr.shape, ax,
+                      groups)[:4], amax, params)

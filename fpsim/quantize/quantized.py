@@ -269,17 +269,30 @@ def quantize_repeated(x: Values, scheme_name: str | Scheme, axis: int = -1,
                      hot=True)
 
 
-def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str | None,
-              rounding: str, subnormals: bool, seed: int | None, random_bits: int | None,
-              pad: bool, hot: bool) -> Quantized:
+@functools.lru_cache(maxsize=256, typed=True)  # typed: True and 1 are checked apart
+def _checked(scheme_name: str | Scheme, scale_rule: str | None, rounding: str,
+             subnormals: bool, random_bits: int | None, pad: bool,
+             axis: int) -> tuple[Scheme, str, Any, bool, int]:
+    """``quantize``'s options checked: the scheme, the scale rule, the elements' rounding
+    spec, ``pad`` and ``axis``; kept for the next call with the same options (a training
+    step's)."""
     sch = scheme(scheme_name)
     rule = sch.scale_rule if scale_rule is None else scale_rule
     if not isinstance(rule, str) or rule not in sch.rules:
         raise ValueError(f"unknown scale_rule {rule!r} for {sch.name}; known rules: "
                          f"{', '.join(sch.rules)}")
-    pad = boolean(pad, "pad")
-    axis = integer(axis, "axis")
     spec = make_spec(sch.element, rounding, subnormals, True, random_bits)
+    return sch, rule, spec, boolean(pad, "pad"), integer(axis, "axis")
+
+
+def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str | None,
+              rounding: str, subnormals: bool, seed: int | None, random_bits: int | None,
+              pad: bool, hot: bool) -> Quantized:
+    options = (scheme_name, scale_rule, rounding, subnormals, random_bits, pad, axis)
+    try:
+        sch, rule, spec, pad, axis = _checked(*options)
+    except TypeError:  # an unhashable option: checked (and refused) without the cache
+        sch, rule, spec, pad, axis = _checked.__wrapped__(*options)
     arr = as_float_array(x, "x", device=True)
     xp = array_module(arr)
     arr = xp.asarray(arr, dtype=np.float32 if arr.dtype == np.float32 else np.float64)
@@ -307,15 +320,15 @@ def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str |
         key = random_key(seed, spec.mode)
         if sch.kind == "mx":
             params = mx_parameters(sch, rule, spec)
-            bits, flags, scaled, scale_bits, amax = numba_quantize.quantize_mx(
+            bits, flags, scaled, scale_bits, scales, amax = numba_quantize.quantize_mx(
                 arr, ax, params, key, sch.block, hot)
             tensor_scale = None
         else:
             bits, flags, scaled, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
                 arr, ax, lambda amax: nvfp4_parameters(sch, amax, spec), key, sch.block, hot)
+            scales = decoded(scale_bits, sch.scale_format)
             tensor_scale = float(nv.global_decode)
-        q = Quantized(scheme=sch, axis=ax, bits=bits,
-                      scales=decoded(scale_bits, sch.scale_format), scale_bits=scale_bits,
+        q = Quantized(scheme=sch, axis=ax, bits=bits, scales=scales, scale_bits=scale_bits,
                       scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
                       flags=flags, amax=one_nan(amax))
         scaled.setflags(write=False)
