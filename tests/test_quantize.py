@@ -236,6 +236,21 @@ def test_bad_input_is_refused_with_a_clear_error(call, error, match):
         call()
 
 
+def test_options_once_accepted_do_not_let_their_lookalikes_through():
+    """quantize keeps its checked options per option set: True is not the axis 1, nor 1 the
+    pad True, because an earlier call took 1 and True; unhashable options are still
+    checked (and refused) by name."""
+    x = np.ones((2, 32))
+    fpsim.quantize(x, "mxfp8_e4m3", axis=1, pad=True)
+    for options, match in (({"axis": True}, "axis must be an integer, got True"),
+                           ({"pad": 1}, "pad must be True or False, got 1"),
+                           ({"scale_rule": ["ocp"]}, r"unknown scale_rule \['ocp'\]"),
+                           ({"rounding": ["up"]}, "unknown rounding mode"),
+                           ({"random_bits": [3]}, "random_bits must be an integer")):
+        with pytest.raises(ValueError, match=match):
+            fpsim.quantize(x, "mxfp8_e4m3", **{"axis": 1, "pad": True, **options})
+
+
 def test_the_block_scaled_page_examples_run():
     import doctest
     from pathlib import Path
