@@ -51,6 +51,7 @@ SPECIALISE_FROM = 1 << 20
 # argument), whether the random stream is drawn (None: an argument), the rounding, its
 # carrier's type (LOAD) and NVFP4's value on it (carrier).
 BLOCK = 32
+KEEP = True  # whether the loops write each element's dequantized value
 LOAD = float
 STOCHASTIC = RULE = EMAX = T = INV_MAX = LOW = HIGH = FP32 = SPEC = CODE = SCALE_CODE = None
 MAG = 0x7FFFFFFFFFFFFFFF
@@ -134,37 +135,30 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
     blocks = x.shape[0] * count
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
     amaxes = np.empty(blocks, np.float64)
-    for r in prange(x.shape[0]):
-        for b in range(count):
-            lo = b * BLOCK
-            amaxes[r * count + b] = block_amax(x, r, lo, min(BLOCK, length - lo))
-    exps = np.empty(blocks, np.int64)
-    nans = np.empty(blocks, np.bool_)
-    for q in prange(blocks):  # one flat loop over the blocks: it vectorises across them
-        s, nan = mx_exponent(amaxes[q], rule, emax, t, inv_max, low, high, fp32)
+    for q in prange(blocks):  # over the blocks: a long row runs on every thread
+        r = q // count
+        lo = (q - r * count) * BLOCK
+        n = min(BLOCK, length - lo)
+        amax = block_amax(x, r, lo, n)
+        amaxes[q] = amax
+        s, nan = mx_exponent(amax, rule, emax, t, inv_max, low, high, fp32)
         scale = pow2_or_nan(s, nan)
         scale_bits[q] = encode(scale, scale_code)
-        exps[q] = s
-        nans[q] = nan
         scales[q] = scale
-    for r in prange(x.shape[0]):
-        for b in range(count):
-            q = r * count + b
-            lo = b * BLOCK
-            n = min(BLOCK, length - lo)
-            nan = nans[q]
-            scale = scales[q]
-            down, up = mx_factors(exps[q])
-            down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two in binary32's range
-            base = np.uint64(r * length + lo)
-            for j in range(n):
-                wide_vectors()  # 512-bit vectors where the CPU has them: 10% faster here
-                i = base + np.uint64(j)
-                y = mx_scaled(LOAD(xf[i]), down_c, up_c, nan, TINY)
-                rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
-                v, f = round_value(carrier(y), rnd, spec, True)
-                bf[i] = encode_element(v, code)
-                ff[i] = f
+        down, up = mx_factors(s)
+        down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two within binary32's range
+        # Unsigned indices from the block's start: no wraparound check (indexing the rows
+        # from ``lo`` took half as long again).
+        base = np.uint64(r * length + lo)
+        for j in range(n):
+            wide_vectors()  # 512-bit vectors where the CPU has them: 10% faster here
+            i = base + np.uint64(j)
+            y = mx_scaled(LOAD(xf[i]), down_c, up_c, nan, TINY)
+            rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
+            v, f = round_value(carrier(y), rnd, spec, True)
+            bf[i] = encode_element(v, code)
+            ff[i] = f
+            if KEEP:
                 sf[i] = product_or_nan(v, scale)
     return largest(amaxes)
 
@@ -203,22 +197,23 @@ def nvfp4_loop(x, count, bits, flags, scaled, decodes, encodes, groups, key, sto
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
     length = x.shape[1]
+    xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
     for q in prange(x.shape[0] * count):
         r = q // count
         lo = (q - r * count) * BLOCK
         enc32 = encodes[q]
         scale = decodes[q]
-        n = min(BLOCK, length - lo)
-        xs, bs, fs = x[r, lo:lo + n], bits[r, lo:lo + n], flags[r, lo:lo + n]
-        ss = scaled[r, lo:lo + n]
-        for j in range(n):
+        base = np.uint64(r * length + lo)
+        for j in range(min(BLOCK, length - lo)):
             wide_vectors()
-            y = nvfp4_scaled(np.float32(xs[j]), enc32)
+            i = base + np.uint64(j)
+            y = nvfp4_scaled(np.float32(xf[i]), enc32)
             rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
             v, f = round_value(carrier(y), rnd, spec, True)
-            bs[j] = encode_element(v, code)
-            fs[j] = f
-            ss[j] = product_or_nan(v, scale)
+            bf[i] = encode_element(v, code)
+            ff[i] = f
+            if KEEP:
+                sf[i] = product_or_nan(v, scale)
 
 
 _LOOPS: dict[tuple, Any] = {}
@@ -304,42 +299,46 @@ def _back(out: np.ndarray, shape: tuple[int, ...], ax: int, groups: int) -> np.n
     return np.ascontiguousarray(moved).reshape((*shape[:ax], n, *shape[ax + 1:]))
 
 
+_PREPARED: dict[tuple, tuple[Any, tuple]] = {}
+
+
 def _run(template: Any, x: np.ndarray, count: int, block: int, groups: int, params: Any,
          key: int | None, outputs: tuple[np.ndarray, ...], hot: bool) -> Any:
     """Run ``template`` (``mx_loop``, ``nvfp4_loop``) on the rows ``x`` (``count`` blocks
-    of ``block`` to a row): compiled for its parameters if ``hot`` or long, on the binary32
-    carrier for long float32 input, else the generic loop on float64."""
+    of ``block`` to a row), writing each element's dequantized value if ``hot`` (a
+    training step's product reads it). A long array: compiled for its parameters, on all
+    threads, on the binary32 carrier for float32 input. A short one: hot, a serial loop
+    compiled for its parameters; else the generic loop on this thread."""
     stochastic = key is not None
     long = x.size >= SPECIALISE_FROM
     binary32 = long and x.dtype == np.float32
     if not binary32:
         x = np.asarray(x, np.float64)
-    # Compiled for its parameters: a serial loop for a short array (a training step's).
-    parallel = long or not hot
-    loop, arguments = _prepared(template, params, block, stochastic, hot or long, binary32,
-                                parallel)
-    with _threads(long or not parallel):
+    # Compiled serial, the generic loop took seven times as long an element as compiled
+    # parallel and run on one thread; compiled for its parameters, the serial loop is as
+    # fast as that, compiles in half the time and starts sooner.
+    loop, arguments = _prepared(template, params, block, stochastic, specialise=long or hot,
+                                binary32=binary32, parallel=long or not hot, keep=hot)
+    with _threads(long or hot):  # a hot short array's loop is serial
         return loop(_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic,
                     *arguments)
 
 
-_PREPARED: dict[tuple, tuple[Any, tuple]] = {}
-
-
-def _prepared(template: Any, params: Any, block: int, stochastic: bool, specialise: bool,
-              binary32: bool, parallel: bool) -> tuple[Any, tuple]:
+def _prepared(template: Any, params: Any, block: int, stochastic: bool, *, specialise: bool,
+              binary32: bool, parallel: bool, keep: bool) -> tuple[Any, tuple]:
     """The loop to run and its parameters' arguments, kept per call kind (a training step's
     short calls spent more time here than in their loops)."""
     fields = params._asdict()
     if template is nvfp4_loop:  # the block scales' parameters are the loop's arguments
         fields = {"spec": params.spec, "code": params.code}
-    memo = (template, tuple(fields.values()), block, stochastic, specialise, binary32, parallel)
+    memo = (template, tuple(fields.values()), block, stochastic, specialise, binary32,
+            parallel, keep)
     hit = _PREPARED.get(memo)
     if hit is None:
         if binary32:
             fields.update(spec=spec_for(fields["spec"], BINARY32),
                           code=type(fields["code"])(*map(np.int32, fields["code"])))
-        binding = dict(BLOCK=block)
+        binding = dict(BLOCK=block, KEEP=keep)
         if specialise:
             binding.update(STOCHASTIC=stochastic,
                            **{name.upper(): value for name, value in fields.items()})
@@ -368,21 +367,23 @@ def kernel_name(x: np.ndarray) -> str:
     return "binary32" if x.size >= SPECIALISE_FROM and x.dtype == np.float32 else "binary64"
 
 
-def _outputs(x: np.ndarray, count: int) -> tuple[np.ndarray, ...]:
-    """Bits, flags and the dequantized value per element; scale bits and scale (MX) or amax
-    (NVFP4) per block."""
+def _outputs(x: np.ndarray, count: int, keep: bool) -> tuple[np.ndarray, ...]:
+    """Bits, flags and (``keep``) the dequantized value per element; scale bits and scale
+    (MX) or amax (NVFP4) per block."""
     blocks = x.shape[0] * count
     return (np.empty(x.shape, np.uint8), np.empty(x.shape, np.uint8),
-            np.empty(x.shape, np.float64), np.empty(blocks, np.uint8),
+            np.empty(x.shape if keep else (0, 0), np.float64), np.empty(blocks, np.uint8),
             np.empty(blocks, np.float64))
 
 
 def _results(outputs: tuple[np.ndarray, ...], count: int, shape: tuple[int, ...], ax: int,
              groups: int) -> tuple[Any, ...]:
-    """Bits, flags, dequantized values, scale bits and scales in the input's layout."""
+    """Bits, flags, dequantized values (None, not kept), scale bits and scales in the
+    input's layout."""
     bits, flags, scaled, scale_bits, scales = outputs
     rows = bits.shape[0]
-    return (*(_back(a, shape, ax, groups) for a in (bits, flags, scaled)),
+    return (_back(bits, shape, ax, groups), _back(flags, shape, ax, groups),
+            _back(scaled, shape, ax, groups) if scaled.shape == bits.shape else None,
             *(_back(a.reshape(rows, count), shape, ax, groups) for a in (scale_bits, scales)))
 
 
@@ -391,10 +392,11 @@ def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None, block: i
     """MX quantization of ``arr`` (float32 or float64) along ``ax`` in blocks: the
     elements' encodings and flags, their dequantized values (element times scale), the
     scales' encodings and values, and the input's amax. ``hot``: compiled for these
-    parameters at any size (a training run repeats them)."""
+    parameters at any size (a training run repeats them), with the dequantized values
+    (else None)."""
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
-    outputs = _outputs(x, count)
+    outputs = _outputs(x, count, hot)
     amax = 0.0
     if x.size:
         amax = _run(mx_loop, x, count, block, groups, params, key, outputs, hot)
@@ -410,7 +412,7 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
     ``nvfp4_parameters``; ``quantize_mx``'s ``params`` are an ``MXParameters``)."""
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
-    bits, flags, scaled, scale_bits, amaxes = _outputs(x, count)
+    bits, flags, scaled, scale_bits, amaxes = _outputs(x, count, hot)
     decodes = np.empty(amaxes.size, np.float64)
     long = x.size >= SPECIALISE_FROM
     if x.size:

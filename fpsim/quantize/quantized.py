@@ -331,8 +331,9 @@ def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str |
         q = Quantized(scheme=sch, axis=ax, bits=bits, scales=scales, scale_bits=scale_bits,
                       scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
                       flags=flags, amax=one_nan(amax))
-        scaled.setflags(write=False)
-        q.__dict__["_scaled"] = scaled  # the loops' element times scale (Quantized._scaled)
+        if scaled is not None:  # the loops' element times scale (Quantized._scaled)
+            scaled.setflags(write=False)
+            q.__dict__["_scaled"] = scaled
         return q
     return _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
 
