@@ -14,9 +14,10 @@ the block-scaling kernels divide in binary32).
 Flags, stochastic rounding and the operand check are arguments of each kernel, so
 one compilation holds every variant of it; both float64 and float32 arrays are built,
 and the lean kernels (``LEAN``): the rounding on the binary32 encoding, loops
-specialised to a format and mode, and the hardware loops (``cuda_hardware``); and the
+specialised to a format and mode, and the hardware loops (``cuda_hardware``); the
 block-scaling kernels on whole device arrays (``ARRAY``: ``cuda_arrays``, fpsim.quantize
-on the GPU).
+on the GPU); and the tiled block-FMA kernel for the H100 preset (``BLOCKFMA_TILES``:
+``cuda_blockfma_tiles``).
 
     python tests/cuda_compile_check.py [--cc 9.0] [--jobs 2] [--cache DIR] [--representative]
 
@@ -97,10 +98,34 @@ ARRAY = tuple(("array_kernel", k, "float64", "array") for k in (
     "to_binary32", "to_binary64"))
 
 
+# The tiled block-FMA kernel (cuda_blockfma_tiles) compiled for the H100 preset on the
+# device's tiles: its input conversion ("prepare") and its loop ("tiled"), variant "tiles".
+BLOCKFMA_TILES = (("blockfma_tiles", "prepare", "float64", "tiles"),
+                  ("blockfma_tiles", "tiled", "float64", "tiles"))
+
+
 def lean_variants() -> list[tuple[str, str, str, str]]:
-    """(loop, kernel, dtype, variant) for every lean kernel and kernel on whole arrays the
-    backend compiles."""
-    return [*LEAN, *ARRAY]
+    """(loop, kernel, dtype, variant) for every lean kernel, kernel on whole arrays and
+    tiled block-FMA kernel the backend compiles."""
+    return [*LEAN, *ARRAY, *BLOCKFMA_TILES]
+
+
+def blockfma_tiles_loop(backend, kernel: str):
+    """The tiled block-FMA kernel ``kernel`` ("prepare" or "tiled") as
+    ``cuda_blockfma_tiles.accumulate`` builds it for ``fpsim.hw.H100`` on the device's tiles,
+    and the signature of its launch."""
+    from numba.cuda.typing.typeof import typeof
+
+    import fpsim
+    from fpsim.backends import cuda_blockfma_tiles as tiles
+
+    folded = tiles.covers(fpsim.hw.H100.params(), tiles.OUT_SPEC, fpsim.hw.H100.block)
+    prepare, tiled = tiles.kernel(folded, tiles.tiles_for(fpsim.hw.H100.block), backend.kernels)
+    words, f32, u = np.zeros(2, np.uint32), np.zeros(2, np.float32), np.uint64(1)
+    if kernel == "prepare":
+        return prepare, tuple(typeof(x) for x in (np.zeros(2),) * 3 + (
+            words, words, f32, np.zeros(1, np.int64)))
+    return tiled, tuple(typeof(x) for x in (words, words, f32, np.zeros(2), u, u, u))
 
 
 def array_args(kernel: str) -> tuple:
@@ -139,7 +164,8 @@ def array_args(kernel: str) -> tuple:
 # the rounding); division, square root, and the transcendental kernels (tanh holds exp,
 # log and divisions); each accumulation loop; the binary32 lanes specialised to a format;
 # a hardware loop (its own fma.rn.f16 allowed); and a block-scaling kernel on whole arrays
-# (a Spec among its parameters, two results). The
+# (a Spec among its parameters, two results); and the tiled block-FMA kernel (32-bit lanes,
+# a model's constants folded, inline PTX). The
 # control and the no_contraction() mechanism are the same for all (FPSIM_CUDA_COMPILE_ALL=1
 # in tests/test_cuda_backend.py, or no flag here, compiles every kernel).
 REPRESENTATIVE = {
@@ -150,6 +176,7 @@ REPRESENTATIVE = {
     ("elementwise", "round_value", "float32", "binary32+spec"),
     ("hardware_arithmetic", "op_fma", "float32", "hardware:fp16:nearest_even"),
     ("array_kernel", "nvfp4_block_scales", "float64", "array"),
+    ("blockfma_tiles", "tiled", "float64", "tiles"),
 }
 
 
@@ -230,9 +257,15 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
 
     backend = cupy_backend.Backend()
     assert not backend.simulator, "the offline build needs the real numba-cuda, not the simulator"
+    options = {}
     if variant == "array":
         dispatcher, signature = array_loop(backend, kernel)
         func = dispatcher.py_func
+    elif variant == "tiles":
+        dispatcher, signature = blockfma_tiles_loop(backend, kernel)
+        func = dispatcher.py_func
+        if dispatcher.targetoptions.get("launch_bounds"):
+            options["launch_bounds"] = dispatcher.targetoptions["launch_bounds"]
     else:
         _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
         func = backend.loop(getattr(cuda_loops, loop), kernel, bound, encoding,
@@ -241,9 +274,9 @@ def compile_one(loop: str, kernel: str, dtype: str, cc: tuple, contraction_off: 
     start = time.perf_counter()
     if contraction_off:
         with no_contraction():
-            ptx, _ = cuda.compile_ptx(func, signature, cc=cc)
+            ptx, _ = cuda.compile_ptx(func, signature, cc=cc, **options)
     else:
-        ptx, _ = cuda.compile_ptx(func, signature, cc=cc)
+        ptx, _ = cuda.compile_ptx(func, signature, cc=cc, **options)
     return ptx, time.perf_counter() - start
 
 
@@ -254,6 +287,8 @@ def link_problems(loop: str, kernel: str, dtype: str, variant: str = "") -> list
 
     if variant == "array":
         loop_kernel = array_loop(cupy_backend.Backend(), kernel)[0]
+    elif variant == "tiles":
+        loop_kernel = blockfma_tiles_loop(cupy_backend.Backend(), kernel)[0]
     else:
         _, bound, encoding, hardware = loop_spec(loop, kernel, dtype, variant)
         loop_kernel = cupy_backend.Backend().loop(getattr(cuda_loops, loop), kernel, bound,

@@ -44,6 +44,7 @@ from numba import cuda
 
 from fpsim.backends import (
     cuda_arrays,
+    cuda_blockfma_tiles,
     cuda_hardware,
     cuda_loops,
     cuda_registries,
@@ -473,6 +474,11 @@ class Backend:
                                  per_group, rounded, key is not None, want_stats)
 
     def accumulate_blocks(self, A, B, C, out, hw, out_spec, block, want_stats):
+        # Models the tiled kernel is exact for, finite inputs: the same bits (cuda_blockfma_tiles).
+        counts = cuda_blockfma_tiles.accumulate(self, A, B, C, out, hw, out_spec, block,
+                                                want_stats)
+        if counts is not None:
+            return counts
         return self.accumulation(cuda_loops.accumulate_blocks, A, B, C, out, hw, out_spec,
                                  block, A.shape[0] // max(B.shape[0], 1), want_stats)
 
