@@ -59,8 +59,8 @@ import numpy as np
 from numba import cuda
 
 from fpsim.backends._instantiate import clone
-from fpsim.backends.cuda_contraction import KERNEL_OPTIONS, no_contraction
-from fpsim.backends.cuda_tiles import MAX_GRID_YZ, SIMULATOR, Tiles, tile_constants
+from fpsim.backends.cuda_contraction import no_contraction
+from fpsim.backends.cuda_tiles import MAX_GRID_YZ, SIMULATOR, Tiles, compile_pair, tile_constants
 from fpsim.backends.protocol import COUNTERS
 from fpsim.formats import format as preset
 from fpsim.kernels.core import NO_EXPONENT
@@ -430,16 +430,10 @@ def kernel(folded: Folded, tiles: Tiles, kernels: dict) -> tuple:
     compiled on first launch (inside ``no_contraction``), cached on disk."""
     key = (folded, tiles)
     if key not in _compiled:
-        space = namespace(folded, tiles, kernels)
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-        options: dict = {} if SIMULATOR else dict(KERNEL_OPTIONS, cache=True)
-        loops = []
-        for template, bounds in ((prepare, None), (tiled, (tiles.threads, BLOCKS_PER_SM))):
-            func = clone(template, space, f"{template.__name__}_blockfma_{tag}_{_digest()}")
-            if bounds is not None and not SIMULATOR:
-                options = dict(options, launch_bounds=bounds)
-            loops.append(cuda.jit(func, **options))
-        _compiled[key] = tuple(loops)
+        _compiled[key] = compile_pair((prepare, tiled), namespace(folded, tiles, kernels),
+                                      f"blockfma_{tag}_{_digest()}", tiles.threads,
+                                      BLOCKS_PER_SM)
     return _compiled[key]
 
 

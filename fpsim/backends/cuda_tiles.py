@@ -462,17 +462,26 @@ def kernel(name: str, tiles: Tiles) -> tuple:
     first launch (inside ``no_contraction``), cached on disk."""
     key = (name, tiles)
     if key not in _compiled:
-        space = namespace(name, tiles)
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-        options: dict = {} if SIMULATOR else dict(KERNEL_OPTIONS, cache=True)
-        loops = []
-        for template, bounds in ((prepare, None), (tiled, (tiles.threads, BLOCKS_PER_SM))):
-            func = clone(template, space, f"{template.__name__}_{name}_{tag}_{_digest()}")
-            if bounds is not None and not SIMULATOR:
-                options = dict(options, launch_bounds=bounds)
-            loops.append(cuda.jit(func, **options))
-        _compiled[key] = tuple(loops)
+        _compiled[key] = compile_pair((prepare, tiled), namespace(name, tiles),
+                                      f"{name}_{tag}_{_digest()}", tiles.threads,
+                                      BLOCKS_PER_SM)
     return _compiled[key]
+
+
+def compile_pair(templates: tuple, space: dict, label: str, threads: int,
+                 blocks_per_sm: int) -> tuple:
+    """A (prepare, tiled) pair of templates cloned into ``space`` (named after ``label``)
+    and compiled for CUDA with the kernels' options, the tiled one with its launch bounds
+    (``threads`` a block, ``blocks_per_sm``); cached on disk, except in the simulator."""
+    options: dict = {} if SIMULATOR else dict(KERNEL_OPTIONS, cache=True)
+    loops = []
+    for template, bounds in zip(templates, (None, (threads, blocks_per_sm)), strict=True):
+        func = clone(template, space, f"{template.__name__}_{label}")
+        if bounds is not None and not SIMULATOR:
+            options = dict(options, launch_bounds=bounds)
+        loops.append(cuda.jit(func, **options))
+    return tuple(loops)
 
 
 def choose(spec: Spec, *, key: int | None, order: str, rounded: bool,
