@@ -86,8 +86,20 @@ def widen(y):
 def index(r, col, length, groups):
     """The C-order index in ``x`` of element ``col`` of row ``r`` of the (rows, length)
     array (``groups`` elements followed the axis before it moved)."""
+    if groups == 1:  # no division where the rows are the input's own
+        return r * length + col
     p = r // groups
     return (p * length + col) * groups + (r - p * groups)
+
+
+def block_start(q, count):
+    """Block ``q``'s row and first column, ``count`` blocks to a row (a row a block: no
+    division, which cost 10 ns a block)."""
+    q, count = np.int64(q), np.int64(count)  # one integer type for both branches
+    if count == 1:
+        return q, np.int64(0)
+    r = q // count
+    return r, (q - r * count) * BLOCK
 
 
 def block_amax(x, r, lo, n):
@@ -136,8 +148,7 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
     amaxes = np.empty(blocks, np.float64)
     for q in prange(blocks):  # over the blocks: a long row runs on every thread
-        r = q // count
-        lo = (q - r * count) * BLOCK
+        r, lo = block_start(q, count)
         n = min(BLOCK, length - lo)
         amax = block_amax(x, r, lo, n)
         amaxes[q] = amax
@@ -175,8 +186,7 @@ def largest(amaxes):
 def amax_loop(x, count, amaxes):
     length = x.shape[1]
     for q in prange(x.shape[0] * count):
-        r = q // count
-        lo = (q - r * count) * BLOCK
+        r, lo = block_start(q, count)
         amaxes[q] = block_amax(x, r, lo, min(BLOCK, length - lo))
 
 
@@ -199,8 +209,7 @@ def nvfp4_loop(x, count, bits, flags, scaled, decodes, encodes, groups, key, sto
     length = x.shape[1]
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
     for q in prange(x.shape[0] * count):
-        r = q // count
-        lo = (q - r * count) * BLOCK
+        r, lo = block_start(q, count)
         enc32 = encodes[q]
         scale = decodes[q]
         base = np.uint64(r * length + lo)
@@ -237,7 +246,8 @@ def _loop(template: Any, binary32: bool, parallel: bool = True, **binding: Any) 
         namespace = dict(globals(), **{name: kernels[name] for name in (
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
-        for helper in (same, widen, encode_wide, index, block_amax, product_or_nan, largest):
+        for helper in (same, widen, encode_wide, index, block_start, block_amax, product_or_nan,
+                       largest):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
@@ -367,6 +377,16 @@ def kernel_name(x: np.ndarray) -> str:
     return "binary32" if x.size >= SPECIALISE_FROM and x.dtype == np.float32 else "binary64"
 
 
+def _as_blocks(x: np.ndarray, outputs: tuple[np.ndarray, ...], count: int, block: int,
+               groups: int) -> tuple[np.ndarray, int, tuple[np.ndarray, ...]]:
+    """The loops' view of rows made of whole blocks, with nothing after the axis: a row a
+    block (the same elements, C-order indices and outputs), 1 block a row."""
+    if groups != 1 or count == 1 or x.shape[1] != count * block:
+        return x, count, outputs
+    return (x.reshape(-1, block), 1,
+            tuple(o.reshape(-1, block) if o.shape == x.shape else o for o in outputs))
+
+
 def _outputs(x: np.ndarray, count: int, keep: bool) -> tuple[np.ndarray, ...]:
     """Bits, flags and (``keep``) the dequantized value per element; scale bits and scale
     (MX) or amax (NVFP4) per block."""
@@ -399,7 +419,8 @@ def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None, block: i
     outputs = _outputs(x, count, hot)
     amax = 0.0
     if x.size:
-        amax = _run(mx_loop, x, count, block, groups, params, key, outputs, hot)
+        view, blocks, outs = _as_blocks(x, outputs, count, block, groups)
+        amax = _run(mx_loop, view, blocks, block, groups, params, key, outs, hot)
     return (*_results(outputs, count, arr.shape, ax, groups), amax)
 
 
@@ -415,10 +436,12 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
     bits, flags, scaled, scale_bits, amaxes = _outputs(x, count, hot)
     decodes = np.empty(amaxes.size, np.float64)
     long = x.size >= SPECIALISE_FROM
+    rows, blocks, (bits_v, flags_v, scaled_v) = _as_blocks(x, (bits, flags, scaled), count,
+                                                           block, groups)
     if x.size:
-        view = x if long else np.asarray(x, np.float64)
+        view = rows if long else np.asarray(rows, np.float64)
         with _threads(long):
-            _loop(amax_loop, False, BLOCK=block)(_frozen(view), count, amaxes)
+            _loop(amax_loop, False, BLOCK=block)(_frozen(view), blocks, amaxes)
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
     params = parameters(amax)
     if x.size:
@@ -428,7 +451,7 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
             _loop(nvfp4_scales_loop, False, BLOCK=block)(
                 amaxes, scale_bits, decodes, encodes, p.multiplier, p.global_decode, p.e4m3,
                 p.scale_code)
-        _run(nvfp4_loop, x, count, block, groups, params, key,
-             (bits, flags, scaled, decodes, encodes), hot)
+        _run(nvfp4_loop, rows, blocks, block, groups, params, key,
+             (bits_v, flags_v, scaled_v, decodes, encodes), hot)
     return (*_results((bits, flags, scaled, scale_bits, decodes), count, arr.shape, ax,
                       groups)[:4], amax, params)
