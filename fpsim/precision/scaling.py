@@ -633,14 +633,11 @@ def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str],
 
 def _transpose_quantized(q: Quantized) -> Any:
     """A rows-by-K quantization as the K-by-rows operand B of a product."""
-    from dataclasses import fields
-
-    changes: dict[str, Any] = dict(bits=q.bits.T, scales=q.scales.T, scale_bits=q.scale_bits.T,
-                                   flags=q.flags.T, axis=1 if q.scheme.rows > 1 else 0)
-    if any(f.name == "values" for f in fields(q)):  # a field, not decoded from the bits
-        changes["values"] = q.values.T
-    out = replace(q, **changes)
+    out = replace(q, bits=q.bits.T, scales=q.scales.T, scale_bits=q.scale_bits.T,
+                  flags=q.flags.T, axis=1 if q.scheme.rows > 1 else 0)
     for held in ("values", "_scaled"):  # what q has decoded or kept, transposed
-        if held in q.__dict__ and held not in changes:
+        if held in q.__dict__:
             out.__dict__[held] = q.__dict__[held].T
+    if "_binary32_terms" in q.__dict__:  # the scales' proof holds for the transpose
+        out.__dict__["_binary32_terms"] = q.__dict__["_binary32_terms"]
     return out
