@@ -359,6 +359,8 @@ def run_matmul_gpu(n: int, repeats: int = 5, generic_n: int = 512,
         results.append((f"generic loop, {label[:8]} accumulator", _gpu_median_seconds(
             generic, max(1, repeats // 2), sync), g))
 
+    results += _block_fma_gpu(backend, A, B, C, n, g, repeats, sync, say, check_shape, rng)
+
     a32, b32 = A.astype(np.float32), B[0].astype(np.float32)
     cupy.matmul(a32, b32)
     sgemm = _gpu_median_seconds(lambda: cupy.matmul(a32, b32), repeats, sync)
@@ -373,6 +375,56 @@ def run_matmul_gpu(n: int, repeats: int = 5, generic_n: int = 512,
         say(f"{label:44s} {size:5d} {seconds:10.4g} {rate / 1e12:8.3f} "
             f"{rate / sgemm_rate:9.1%}")
     return lines
+
+
+def _block_fma_gpu(backend: Any, A: Any, B: Any, C: Any, n: int, g: int, repeats: int,
+                   sync: Callable[[], None], say: Callable[[str], None],
+                   check_shape: tuple[int, int, int, int],
+                   rng: np.random.Generator) -> list[tuple[str, float, int]]:
+    """The H100 block-FMA preset on the GPU: the tiled kernel's bits against the generic
+    loop (the check shape, with signed zeros; rows of the n x n product), then the tiled
+    kernel timed at ``n`` and the generic loop at ``g``: (label, seconds, n) rows."""
+    import cupy
+
+    from fpsim.backends import cuda_blockfma_tiles as tiles
+    from fpsim.backends import cuda_loops
+
+    hw, out_spec, block = fpsim.hw.H100.params(), tiles.OUT_SPEC, fpsim.hw.H100.block
+
+    def tiled(a: Any, b: Any, c: Any, out: Any) -> bool:
+        return tiles.accumulate(backend, a, b, c, out, hw, out_spec, block, False) is not None
+
+    def generic(a: Any, b: Any, c: Any, out: Any) -> None:
+        backend.accumulation(cuda_loops.accumulate_blocks, a, b, c, out, hw, out_spec, block,
+                             a.shape[0] // max(b.shape[0], 1), False)
+
+    groups, m, k_len, cols = check_shape
+    a, b, c = (cupy.asarray(_halves(rng, s)) for s in ((groups * m, k_len),
+                                                       (groups, k_len, cols),
+                                                       (groups * m, cols)))
+    a[0, 1], b[0, 2, 0], c[0, 3] = -0.0, 0.0, -0.0
+    got, want = cupy.empty(c.shape), cupy.empty(c.shape)
+    ran = tiled(a, b, c, got)
+    generic(a, b, c, want)
+    same = ran and _same_bits(cupy.asnumpy(got), cupy.asnumpy(want))
+    say(f"bits: H100 block FMA on {groups} x ({m} x {k_len}) x {cols}: "
+        f"{'identical to the generic loop' if same else 'DIFFERS FROM THE GENERIC LOOP'}")
+    out = cupy.empty((n, n))
+    rows = np.r_[0:4, n - 4:n]
+    tiled(A, B, C, out)  # compiles (or loads from the cache)
+    want = cupy.empty((rows.size, n))
+    generic(cupy.ascontiguousarray(A[rows]), B, cupy.ascontiguousarray(C[rows]), want)
+    same = _same_bits(cupy.asnumpy(out[rows]), cupy.asnumpy(want))
+    say(f"bits: H100 block FMA at n={n}, rows {rows.tolist()}: "
+        f"{'identical to the generic loop' if same else 'DIFFERS FROM THE GENERIC LOOP'}")
+    results = [("H100 block FMA (tiled kernel, whole call)",
+                _gpu_median_seconds(lambda: tiled(A, B, C, out), repeats, sync), n)]
+    a, b, c, small = (cupy.ascontiguousarray(x) for x in (A[:g, :g], B[:, :g, :g], C[:g, :g],
+                                                          cupy.empty((g, g))))
+    generic(a, b, c, small)
+    results.append(("generic loop, H100 block FMA", _gpu_median_seconds(
+        lambda: generic(a, b, c, small), max(1, repeats // 2), sync), g))
+    return results
 
 
 # The first-call rows: (format, mode) of a float32 rounding on a new array.

@@ -276,10 +276,11 @@ def test_the_benchmark_checks_bits_and_reports_every_kernel():
     here): the bits of each kernel against the generic loop, then one timing line each."""
     rows, log, lines = _simulated(False)
     assert lines and lines[0].startswith("GPU: "), log
-    assert sum("identical to the generic loop" in line for line in lines) == 6, lines
+    assert sum("identical to the generic loop" in line for line in lines) == 8, lines
     assert not any("DIFFERS" in line for line in lines), lines
     for label in ("binary32 (the tiled kernel)", "binary16_fma (the whole call)",
                   "binary16_rounded (the tiled kernel)", "generic loop, binary16",
+                  "H100 block FMA (tiled kernel", "generic loop, H100 block FMA",
                   "cuBLAS SGEMM"):
         assert any(line.startswith(label) for line in lines), (label, lines)
 
