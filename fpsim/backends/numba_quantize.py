@@ -11,17 +11,18 @@ last, and run over its blocks, ``count`` to a row, the last one of a row shorter
 ``length`` is not a multiple of the block (as if padded with zeros, which change no
 amax). ``groups`` (the number of elements that followed the axis before it moved; 1 for
 the last axis) recovers each element's C-order index in ``x``, the stochastic stream's
-counter. Each element's dequantized value (element times its block's scale, exact in
-binary64) is written beside its encoding: a training step's product reads it
-(``Quantized._scaled``). Arrays of ``SPECIALISE_FROM`` elements or more, and the calls a
-training run repeats (``hot``), run in a loop compiled for their exact parameters
-(constants folded); arrays that long and float32 also round and encode on the binary32
-encoding (``kernels.carrier``), on all of Numba's threads. Other calls run in one generic
-loop per family (float64, parameters as arguments); every call below ``SPECIALISE_FROM``
-runs on the calling thread alone, as the Numba backend's own loops run short arrays
-serially: inside a training step on 2 cores, a parallel region per quantization
-contended with the threads BLAS keeps spinning after a product. The kernels are inlined
-into every loop. Compiled lazily, cached on disk (``cache=True``).
+counter (rows of whole blocks with nothing after the axis run as a row a block). The calls
+a training run repeats (``hot``) also write each element's dequantized value (element
+times its block's scale, exact in binary64) beside its encoding: the step's product reads
+it (``Quantized._scaled``). Arrays of ``SPECIALISE_FROM`` elements or more run in a
+parallel loop compiled for their exact parameters (constants folded), on all of Numba's
+threads, float32 input rounded and encoded on the binary32 encoding
+(``kernels.carrier``). Shorter hot calls run a serial loop compiled for their parameters;
+the others one generic loop per family (float64, parameters as arguments, compiled
+parallel) on the calling thread alone. Inside a training step on 2 cores, a parallel
+region per quantization contended with the threads BLAS keeps spinning after a product.
+The kernels are inlined into every loop. Compiled lazily, cached on disk
+(``cache=True``).
 """
 
 from __future__ import annotations
