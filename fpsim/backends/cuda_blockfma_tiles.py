@@ -394,12 +394,11 @@ def _device_instructions() -> dict:
 
 def namespace(folded: Folded, tiles: Tiles, kernels: dict) -> dict:
     """The globals of the kernel's loops for a model's constants and tiles; ``kernels``: the
-    cupy backend's instance of the shared kernels (``hw_decode``)."""
-    from fpsim.backends import cupy_backend, numba_lanes
+    cupy backend's instance of the shared kernels (``hw_decode`` and its primitives)."""
+    from fpsim.backends import numba_lanes
 
     space = dict(globals())
     space.update(tile_constants(tiles, 1))
-    prims = cupy_backend.primitives()
     wrap = (lambda f: f) if SIMULATOR else cuda.jit(device=True, inline="always")
     if SIMULATOR:
         space.update({name: op for name, (op, _) in numba_lanes.OPERATIONS.items()})
@@ -410,7 +409,8 @@ def namespace(folded: Folded, tiles: Tiles, kernels: dict) -> dict:
         space.update(_device_instructions())
     la = folded.frac_bits - folded.t_a - folded.t_b
     space.update(
-        hw_decode=kernels["hw_decode"], f64_bits=prims["f64_bits"], bits_f64=prims["bits_f64"],
+        hw_decode=kernels["hw_decode"], f64_bits=kernels["f64_bits"],
+        bits_f64=kernels["bits_f64"],
         T_A=folded.t_a, EMIN_A=folded.emin_a, T_B=folded.t_b, EMIN_B=folded.emin_b,
         F=folded.frac_bits, LA=max(la, 0), LD=max(-la, 0), LC=folded.frac_bits - 23,
         FLOOR=0 if folded.exp_floor is None else folded.exp_floor,
