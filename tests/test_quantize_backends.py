@@ -129,23 +129,6 @@ def test_the_loops_a_training_run_repeats_give_the_same_bits(scheme, rule, mode)
         quantize_repeated(x, scheme, rounding_mode="up")
 
 
-def test_a_long_array_a_training_run_repeats_keeps_its_dequantized_values(monkeypatch):
-    """A hot call on an array of ``SPECIALISE_FROM`` elements or more: the parallel loop
-    on the binary32 carrier, writing the dequantized values too."""
-    from fpsim.quantize.quantized import quantize_repeated
-
-    monkeypatch.setattr(numba_quantize, "SPECIALISE_FROM", 1)
-    x = float32_blocks(np.random.default_rng(13))
-    with fpsim.backend("numpy"):
-        want = fpsim.quantize(x[:, :-5], "mxfp8_e4m3", scale_rule="transformer_engine",
-                              pad=True)
-    with fpsim.backend("numba"):
-        got = quantize_repeated(x[:, :-5], "mxfp8_e4m3", scale_rule="transformer_engine",
-                                pad=True)
-    assert "_scaled" in got.__dict__  # written by the loop, not computed afterwards
-    same_quantized(got, want)
-
-
 def test_the_loops_elements_times_scales_are_read_only_and_dequantize_copies():
     q = fpsim.quantize(np.random.default_rng(3).standard_normal((2, 64)), "mxfp8_e4m3")
     held = q._scaled

@@ -11,10 +11,10 @@ last, and run over its blocks, ``count`` to a row, the last one of a row shorter
 ``length`` is not a multiple of the block (as if padded with zeros, which change no
 amax). ``groups`` (the number of elements that followed the axis before it moved; 1 for
 the last axis) recovers each element's C-order index in ``x``, the stochastic stream's
-counter (rows of whole blocks with nothing after the axis run as a row a block). The calls
-a training run repeats (``hot``) also write each element's dequantized value (element
-times its block's scale, exact in binary64) beside its encoding: the step's product reads
-it (``Quantized._scaled``). Arrays of ``SPECIALISE_FROM`` elements or more run in a
+counter (rows of whole blocks with nothing after the axis run as a row a block). The short
+calls a training run repeats (``hot``) also write each element's dequantized value
+(element times its block's scale, exact in binary64) beside its encoding: the step's
+product reads it (``Quantized._scaled``). Arrays of ``SPECIALISE_FROM`` elements or more run in a
 parallel loop compiled for their exact parameters (constants folded), on all of Numba's
 threads, float32 input rounded and encoded on the binary32 encoding
 (``kernels.carrier``). Shorter hot calls run a serial loop compiled for their parameters;
@@ -329,7 +329,8 @@ def _run(template: Any, x: np.ndarray, count: int, block: int, groups: int, para
     # parallel and run on one thread; compiled for its parameters, the serial loop is as
     # fast as that, compiles in half the time and starts sooner.
     loop, arguments = _prepared(template, params, block, stochastic, specialise=long or hot,
-                                binary32=binary32, parallel=long or not hot, keep=hot)
+                                binary32=binary32, parallel=long or not hot,
+                                keep=kept(x.size, hot))
     with _threads(long or hot):  # a hot short array's loop is serial
         return loop(_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic,
                     *arguments)
@@ -378,6 +379,12 @@ def kernel_name(x: np.ndarray) -> str:
     return "binary32" if x.size >= SPECIALISE_FROM and x.dtype == np.float32 else "binary64"
 
 
+def kept(size: int, hot: bool) -> bool:
+    """Whether a call writes its elements' dequantized values: a training step's short
+    ones (a long array's product dequantizes it afterwards, as ``fpsim.quantize``'s)."""
+    return hot and size < SPECIALISE_FROM
+
+
 def _as_blocks(x: np.ndarray, outputs: tuple[np.ndarray, ...], count: int, block: int,
                groups: int) -> tuple[np.ndarray, int, tuple[np.ndarray, ...]]:
     """The loops' view of rows made of whole blocks, with nothing after the axis: a row a
@@ -417,7 +424,7 @@ def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None, block: i
     (else None)."""
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
-    outputs = _outputs(x, count, hot)
+    outputs = _outputs(x, count, kept(x.size, hot))
     amax = 0.0
     if x.size:
         view, blocks, outs = _as_blocks(x, outputs, count, block, groups)
@@ -434,7 +441,7 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
     ``nvfp4_parameters``; ``quantize_mx``'s ``params`` are an ``MXParameters``)."""
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
-    bits, flags, scaled, scale_bits, amaxes = _outputs(x, count, hot)
+    bits, flags, scaled, scale_bits, amaxes = _outputs(x, count, kept(x.size, hot))
     decodes = np.empty(amaxes.size, np.float64)
     long = x.size >= SPECIALISE_FROM
     rows, blocks, (bits_v, flags_v, scaled_v) = _as_blocks(x, (bits, flags, scaled), count,
