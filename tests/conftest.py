@@ -12,6 +12,7 @@ as before, in one process.
 """
 
 import functools
+import importlib.util
 import os
 import signal
 import threading
@@ -128,6 +129,13 @@ def _python_sigint_handler():
             and signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
+
+
+# The CUDA simulator's tests need numba-cuda (the test and gpu extras install it).
+needs_numba_cuda = pytest.mark.skipif(
+    importlib.util.find_spec("numba_cuda") is None,
+    reason="numba-cuda is not installed (it comes with the test and gpu extras)",
+)
 
 
 @functools.cache

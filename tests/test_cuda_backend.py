@@ -30,13 +30,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import needs_numba_cuda
 
 HERE = Path(__file__).resolve().parent
 VALUES = os.environ.get("FPSIM_SIMULATOR_VALUES", "32")
-needs_numba_cuda = pytest.mark.skipif(
-    importlib.util.find_spec("numba_cuda") is None,
-    reason="numba-cuda is not installed (it comes with the test and gpu extras)",
-)
 
 
 _running: list[subprocess.Popen] = []

@@ -22,7 +22,6 @@ without a GPU.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import math
 import os
@@ -33,13 +32,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_numba_cuda
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-needs_numba_cuda = pytest.mark.skipif(
-    importlib.util.find_spec("numba_cuda") is None,
-    reason="numba-cuda is not installed (it comes with the test and gpu extras)",
-)
 # The exponent floor left out of c's exponent (the alignment exponent of a block).
 PLANT = ("return max(e, I32(FLOOR)) if HAS_FLOOR else e", "return e")
 

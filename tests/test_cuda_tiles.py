@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -31,13 +30,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_numba_cuda
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-needs_numba_cuda = pytest.mark.skipif(
-    importlib.util.find_spec("numba_cuda") is None,
-    reason="numba-cuda is not installed (it comes with the test and gpu extras)",
-)
 # The padding bug: every tile's full depth added, past K.
 PLANT = ("range(ZERO, min(uBK, k_len - k0))", "range(ZERO, uBK)")
 CANONICAL_NAN = 0x7FF8000000000000
