@@ -10,6 +10,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import ml_dtypes
@@ -125,8 +126,21 @@ def test_the_loops_a_training_run_repeats_give_the_same_bits(scheme, rule, mode)
         same_quantized(got, want)
         assert np.array_equal(fpsim.dequantize(got).view(np.int64),
                               fpsim.dequantize(want).view(np.int64))
+        # Without flags (a step nobody observes): the same quantization, no flags.
+        for name in ("numpy", "numba"):
+            with fpsim.backend(name):
+                bare = quantize_repeated(*args, scheme, flags=False, scale_rule=rule,
+                                         rounding=mode, seed=seed, **options)
+            assert bare.flags is None
+            same_quantized(replace(bare, flags=want.flags), want)
+            assert np.array_equal(fpsim.dequantize(bare).view(np.int64),
+                                  fpsim.dequantize(want).view(np.int64))
+    with pytest.raises(ValueError, match="computed none"):
+        bare.stats()
     with pytest.raises(TypeError, match="unexpected arguments: rounding_mode"):
         quantize_repeated(x, scheme, rounding_mode="up")
+    with pytest.raises(ValueError, match="flags"):
+        quantize_repeated(x, scheme, flags="no")
 
 
 def test_the_loops_elements_times_scales_are_read_only_and_dequantize_copies():

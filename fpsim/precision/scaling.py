@@ -390,8 +390,10 @@ def _quantize_blocks(values: Any, s: Scaling, seed: int | None) -> Quantized:
             current = find_scheme("per_tensor")
             sch = replace(sch, kind="current", scale_rule=rule, rules=current.rules)
     try:
-        return quantize_repeated(values, sch, axis=-1, scale_rule=rule, rounding=s.rounding,
-                                 seed=seed, random_bits=s.random_bits, pad=pad)
+        # The elements' flags only for the observers' telemetry (_notify).
+        return quantize_repeated(values, sch, axis=-1, flags=bool(observers), scale_rule=rule,
+                                 rounding=s.rounding, seed=seed, random_bits=s.random_bits,
+                                 pad=pad)
     except ValueError as exc:
         if "pad=True" in str(exc):
             raise ValueError(f"{s}: {exc.args[0].split(': pass pad=True')[0]}; add ':pad=on' "
@@ -634,7 +636,8 @@ def _block_scaled(a: Operand, b: Operand, policy: Policy, pair: tuple[str, str],
 def _transpose_quantized(q: Quantized) -> Any:
     """A rows-by-K quantization as the K-by-rows operand B of a product."""
     out = replace(q, bits=q.bits.T, scales=q.scales.T, scale_bits=q.scale_bits.T,
-                  flags=q.flags.T, axis=1 if q.scheme.rows > 1 else 0)
+                  flags=None if q.flags is None else q.flags.T,
+                  axis=1 if q.scheme.rows > 1 else 0)
     for held in ("values", "_scaled"):  # what q has decoded or kept, transposed
         if held in q.__dict__:
             out.__dict__[held] = q.__dict__[held].T

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -65,8 +65,9 @@ class Quantized:
         The rounding mode of the elements.
     tensor_scale : float or None
         NVFP4's binary32 decode scale for the whole tensor (None for the MX schemes).
-    flags : numpy.ndarray of uint8
-        The IEEE flags of each element's rounding (``fpsim.OVERFLOW`` where it saturated).
+    flags : numpy.ndarray of uint8 or None
+        The IEEE flags of each element's rounding (``fpsim.OVERFLOW`` where it saturated);
+        None where the caller asked for none (a training step that nobody observes).
     amax : float
         The input's largest magnitude (NaN if it held a NaN).
 
@@ -87,7 +88,7 @@ class Quantized:
     scale_bits: Codes
     scale_rule: str
     rounding: str
-    flags: npt.NDArray[np.uint8]
+    flags: npt.NDArray[np.uint8] | None
     amax: float
     tensor_scale: float | None = None
 
@@ -121,6 +122,9 @@ class Quantized:
         >>> q.stats().flushed * 32, q.stats().amax
         (1.0, 100.0)
         """
+        if self.flags is None:
+            raise ValueError("stats() reads the elements' flags, and this quantization "
+                             "computed none (flags=False)")
         return summarize(self.values, self.flags, self.scales, self.amax, self.scheme.element)
 
     @property
@@ -252,13 +256,14 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
     True
     """
     return _quantize(x, scheme_name, axis, scale_rule, rounding, subnormals, seed, random_bits,
-                     pad, hot=False)
+                     pad, hot=False, flags=True)
 
 
-def quantize_repeated(x: Values, scheme_name: str | Scheme, axis: int = -1,
-                      **options: Any) -> Quantized:
+def quantize_repeated(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
+                      flags: bool = True, **options: Any) -> Quantized:
     """``quantize`` of a call that a training run repeats with the same parameters: on the
-    Numba backend, in a loop compiled for them (constants folded) at any size."""
+    Numba backend, in a loop compiled for them (constants folded) at any size. Without
+    ``flags``, the elements' flags are not computed (``Quantized.flags`` is None)."""
     known = ("scale_rule", "rounding", "subnormals", "seed", "random_bits", "pad")
     unknown = set(options) - set(known)
     if unknown:
@@ -266,7 +271,7 @@ def quantize_repeated(x: Values, scheme_name: str | Scheme, axis: int = -1,
     return _quantize(x, scheme_name, axis, options.get("scale_rule"),
                      options.get("rounding", "nearest_even"), options.get("subnormals", True),
                      options.get("seed"), options.get("random_bits"), options.get("pad", False),
-                     hot=True)
+                     hot=True, flags=boolean(flags, "flags"))
 
 
 @functools.lru_cache(maxsize=256, typed=True)  # typed: True and 1 are checked apart
@@ -287,7 +292,7 @@ def _checked(scheme_name: str | Scheme, scale_rule: str | None, rounding: str,
 
 def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str | None,
               rounding: str, subnormals: bool, seed: int | None, random_bits: int | None,
-              pad: bool, hot: bool) -> Quantized:
+              pad: bool, hot: bool, flags: bool) -> Quantized:
     options = (scheme_name, scale_rule, rounding, subnormals, random_bits, pad, axis)
     try:
         sch, rule, spec, pad, axis = _checked(*options)
@@ -320,22 +325,24 @@ def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str |
         key = random_key(seed, spec.mode)
         if sch.kind == "mx":
             params = mx_parameters(sch, rule, spec)
-            bits, flags, scaled, scale_bits, scales, amax = numba_quantize.quantize_mx(
-                arr, ax, params, key, sch.block, hot)
+            bits, flag_bits, scaled, scale_bits, scales, amax = numba_quantize.quantize_mx(
+                arr, ax, params, key, sch.block, hot, flags)
             tensor_scale = None
         else:
-            bits, flags, scaled, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
-                arr, ax, lambda amax: nvfp4_parameters(sch, amax, spec), key, sch.block, hot)
+            bits, flag_bits, scaled, scale_bits, amax, nv = numba_quantize.quantize_nvfp4(
+                arr, ax, lambda amax: nvfp4_parameters(sch, amax, spec), key, sch.block, hot,
+                flags)
             scales = decoded(scale_bits, sch.scale_format)
             tensor_scale = float(nv.global_decode)
         q = Quantized(scheme=sch, axis=ax, bits=bits, scales=scales, scale_bits=scale_bits,
                       scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
-                      flags=flags, amax=one_nan(amax))
+                      flags=flag_bits, amax=one_nan(amax))
         if scaled is not None:  # the loops' element times scale (Quantized._scaled)
             scaled.setflags(write=False)
             q.__dict__["_scaled"] = scaled
         return q
-    return _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
+    q = _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
+    return q if flags else replace(q, flags=None)
 
 
 def _quantize_arrays(arr: Floats, sch: Scheme, ax: int, rule: str, rounding: str,
