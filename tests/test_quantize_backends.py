@@ -143,6 +143,36 @@ def test_the_loops_a_training_run_repeats_give_the_same_bits(scheme, rule, mode)
         quantize_repeated(x, scheme, flags="no")
 
 
+def test_a_training_steps_loops_keep_binary32_terms_only_when_each_is_one():
+    """A hot call keeps its elements times scales as binary32 when every one is a binary32
+    value, and its product hands them to BLAS as they are: the same bits as NumPy's path.
+    A block whose terms leave binary32's range keeps none (binary64, computed on demand)."""
+    from fpsim.quantize.quantized import quantize_repeated
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((6, 64))
+    b = rng.standard_normal((64, 5))
+    huge = a.copy()
+    huge[2, :32] *= 1e300  # its scale 2**994: elements times it beyond binary32
+    for x, binary32 in ((a, True), (huge, False)):
+        with fpsim.backend("numba"):
+            qa = quantize_repeated(x, "mxfp8_e4m3")
+            qb = quantize_repeated(b, "mxfp8_e4m3", axis=0)
+        with fpsim.backend("numpy"):
+            want_a = fpsim.quantize(x, "mxfp8_e4m3")
+            want_b = fpsim.quantize(b, "mxfp8_e4m3", axis=0)
+        assert ("_scaled32" in qa.__dict__) is binary32
+        if binary32:
+            assert qa.__dict__["_scaled32"].dtype == np.float32
+        assert np.array_equal(fpsim.dequantize(qa).view(np.int64),
+                              fpsim.dequantize(want_a).view(np.int64))
+        with np.errstate(over="ignore", invalid="ignore"):
+            got = fpsim.matmul(qa, qb, order="any")
+            want = fpsim.matmul(want_a, want_b, order="any")
+        assert got.dtype == want.dtype == np.float64
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
 def test_the_loops_elements_times_scales_are_read_only_and_dequantize_copies():
     q = fpsim.quantize(np.random.default_rng(3).standard_normal((2, 64)), "mxfp8_e4m3")
     held = q._scaled

@@ -39,6 +39,15 @@ def accumulation_spec(accum: FormatLike, rounding: str, subnormals: bool, satura
     return fmt, make_spec(fmt, rounding, subnormals, saturate, random_bits)
 
 
+def blas_sum(fmt: Format, rounding: str, order: str, subnormals: bool, saturate: bool,
+             stats: bool, xp: Any) -> bool:
+    """Whether ``accumulate`` adds up float32 operands' products in one BLAS call: order
+    "any" into binary32 to nearest even, subnormals kept, no saturation, no stats, on a
+    BLAS that adds in IEEE binary32 (``binary32_blas``)."""
+    return (order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
+            and subnormals and not saturate and not stats and binary32_blas(xp))
+
+
 def accumulate(
     a: Any,
     b: Any,
@@ -72,10 +81,7 @@ def accumulate(
     out_fmt = None if out is None else as_format(out)
     dtype = result_dtype(a, b, (out_fmt or fmt).dtype)
     xp = array_module([a, b])
-    blas = (
-        order == "any" and fmt == as_format("fp32") and rounding == "nearest_even"
-        and subnormals and not saturate and not stats and binary32_blas(xp)
-    )
+    blas = blas_sum(fmt, rounding, order, subnormals, saturate, stats, xp)
     shape = result_shape(a, b)
     if math.prod(shape) == 0:
         # Nothing to add up (a zero-size batch, M or N): no loop runs, however long K.

@@ -1,6 +1,6 @@
 """Block quantization on the Numba backend, in parallel loops over the blocks.
 
-MX: one pass; each block's amax, its scale (``mx_exponent``) and its elements
+MX: three passes; the blocks' amaxes, their scales (``mx_exponent``), and the elements
 (``mx_scaled``, the rounding primitive, ``encode``). NVFP4: a pass for the blocks' amax,
 then (the tensor's scales known) one for the blocks' scales (``nvfp4_block_scales``) and
 one for the elements. The kernels are the shared ones (``fpsim.kernels.blockscale`` and
@@ -13,16 +13,17 @@ amax). ``groups`` (the number of elements that followed the axis before it moved
 the last axis) recovers each element's C-order index in ``x``, the stochastic stream's
 counter (rows of whole blocks with nothing after the axis run as a row a block). The short
 calls a training run repeats (``hot``) also write each element's dequantized value
-(element times its block's scale, exact in binary64) beside its encoding: the step's
-product reads it (``Quantized._scaled``). Arrays of ``SPECIALISE_FROM`` elements or more run in a
-parallel loop compiled for their exact parameters (constants folded), on all of Numba's
-threads, float32 input rounded and encoded on the binary32 encoding
-(``kernels.carrier``). Shorter hot calls run a serial loop compiled for their parameters;
-the others one generic loop per family (float64, parameters as arguments, compiled
-parallel) on the calling thread alone. Inside a training step on 2 cores, a parallel
-region per quantization contended with the threads BLAS keeps spinning after a product.
-The kernels are inlined into every loop. Compiled lazily, cached on disk
-(``cache=True``).
+(element times its block's scale, exact in binary64) beside its encoding, as binary32
+when every one is a binary32 value (the step's BLAS product reads them:
+``Quantized._scaled32``), and may leave the flags out (``flags=False``). Arrays of
+``SPECIALISE_FROM`` elements or more run in a parallel loop compiled for their exact
+parameters (constants folded), on all of Numba's threads, float32 input rounded and
+encoded on the binary32 encoding (``kernels.carrier``). Shorter hot calls run a serial
+loop compiled for their parameters; the others one generic loop per family (float64,
+parameters as arguments, compiled parallel) on the calling thread alone. Inside a
+training step on 2 cores, a parallel region per quantization contended with the threads
+BLAS keeps spinning after a product. The kernels are inlined into every loop. Compiled
+lazily, cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
@@ -120,6 +121,14 @@ def block_amax(x, r, lo, n):
     return bits_f64(m)
 
 
+def kept32(out, i, y):
+    """Store ``y`` at ``out[i]`` as binary32: 1 if that lost it (not a binary32 value; NaN
+    is one), else 0."""
+    y32 = np.float32(y)
+    out[i] = y32
+    return 0 if (float(y32) == y) | (y != y) else 1
+
+
 def product_or_nan(v, scale):
     """An element's value (on its carrier) times its block's scale, exactly in binary64:
     ``fpsim.dequantize``'s term (a NaN scale gives the one quiet NaN)."""
@@ -149,6 +158,7 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
     blocks = x.shape[0] * count
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
     amaxes = np.empty(blocks, np.float64)
+    lost = 0  # dequantized values that are not binary32 values (KEEP)
     exponents = np.empty(blocks, np.int64)
     nans = np.empty(blocks, np.bool_)
     # Three passes: the blocks' amaxes, their scales (one flat loop over the blocks: it
@@ -184,8 +194,8 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
             if FLAGS:
                 ff[i] = f
             if KEEP:
-                sf[i] = product_or_nan(v, scale)
-    return largest(amaxes)
+                lost += kept32(sf, i, product_or_nan(v, scale))
+    return largest(amaxes), lost
 
 
 def largest(amaxes):
@@ -222,6 +232,7 @@ def nvfp4_loop(x, count, bits, flags, scaled, decodes, encodes, groups, key, sto
     code = code_in if CODE is None else CODE
     length = x.shape[1]
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
+    lost = 0
     for q in prange(x.shape[0] * count):
         r, lo = block_start(q, count)
         enc32 = encodes[q]
@@ -237,7 +248,8 @@ def nvfp4_loop(x, count, bits, flags, scaled, decodes, encodes, groups, key, sto
             if FLAGS:
                 ff[i] = f
             if KEEP:
-                sf[i] = product_or_nan(v, scale)
+                lost += kept32(sf, i, product_or_nan(v, scale))
+    return lost
 
 
 _LOOPS: dict[tuple, Any] = {}
@@ -262,7 +274,7 @@ def _loop(template: Any, binary32: bool, parallel: bool = True, **binding: Any) 
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
         for helper in (same, widen, encode_wide, index, block_start, block_amax, product_or_nan,
-                       largest):
+                       kept32, largest):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
@@ -413,8 +425,16 @@ def _outputs(x: np.ndarray, count: int, keep: bool,
     and scale (MX) or amax (NVFP4) per block."""
     blocks = x.shape[0] * count
     return (np.empty(x.shape, np.uint8), np.empty(x.shape if flags else (0, 0), np.uint8),
-            np.empty(x.shape if keep else (0, 0), np.float64), np.empty(blocks, np.uint8),
+            np.empty(x.shape if keep else (0, 0), np.float32), np.empty(blocks, np.uint8),
             np.empty(blocks, np.float64))
+
+
+def _binary32_kept(outputs: tuple[np.ndarray, ...], lost: int) -> tuple[np.ndarray, ...]:
+    """``outputs`` without the dequantized values if ``lost`` of them were not binary32
+    values (``Quantized._scaled`` then computes them in binary64)."""
+    if not lost:
+        return outputs
+    return (*outputs[:2], np.empty((0, 0), np.float32), *outputs[3:])
 
 
 def _results(outputs: tuple[np.ndarray, ...], count: int, shape: tuple[int, ...], ax: int,
@@ -439,11 +459,11 @@ def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None, block: i
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
     outputs = _outputs(x, count, kept(x.size, hot), flags)
-    amax = 0.0
+    amax, lost = 0.0, 0
     if x.size:
         view, blocks, outs = _as_blocks(x, outputs, count, block, groups)
-        amax = _run(mx_loop, view, blocks, block, groups, params, key, outs, hot)
-    return (*_results(outputs, count, arr.shape, ax, groups), amax)
+        amax, lost = _run(mx_loop, view, blocks, block, groups, params, key, outs, hot)
+    return (*_results(_binary32_kept(outputs, lost), count, arr.shape, ax, groups), amax)
 
 
 def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
@@ -467,6 +487,7 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
             _loop(amax_loop, False, BLOCK=block)(_frozen(view), blocks, amaxes)
     amax = float(np.max(amaxes)) if amaxes.size else 0.0
     params = parameters(amax)
+    lost = 0
     if x.size:
         encodes = np.empty(amaxes.size, np.float32)
         p = params
@@ -474,7 +495,7 @@ def quantize_nvfp4(arr: np.ndarray, ax: int, parameters: Callable[[float], Any],
             _loop(nvfp4_scales_loop, False, BLOCK=block)(
                 amaxes, scale_bits, decodes, encodes, p.multiplier, p.global_decode, p.e4m3,
                 p.scale_code)
-        _run(nvfp4_loop, rows, blocks, block, groups, params, key,
-             (bits_v, flags_v, scaled_v, decodes, encodes), hot)
-    return (*_results((bits, flag_out, scaled, scale_bits, decodes), count, arr.shape, ax,
-                      groups)[:4], amax, params)
+        lost = _run(nvfp4_loop, rows, blocks, block, groups, params, key,
+                    (bits_v, flags_v, scaled_v, decodes, encodes), hot)
+    outputs = _binary32_kept((bits, flag_out, scaled, scale_bits, decodes), lost)
+    return (*_results(outputs, count, arr.shape, ax, groups)[:4], amax, params)

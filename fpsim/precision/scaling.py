@@ -638,7 +638,7 @@ def _transpose_quantized(q: Quantized) -> Any:
     out = replace(q, bits=q.bits.T, scales=q.scales.T, scale_bits=q.scale_bits.T,
                   flags=None if q.flags is None else q.flags.T,
                   axis=1 if q.scheme.rows > 1 else 0)
-    for held in ("values", "_scaled"):  # what q has decoded or kept, transposed
+    for held in ("values", "_scaled", "_scaled32"):  # what q has decoded or kept, transposed
         if held in q.__dict__:
             out.__dict__[held] = q.__dict__[held].T
     if "_binary32_terms" in q.__dict__:  # the scales' proof holds for the transpose

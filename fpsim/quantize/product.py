@@ -17,7 +17,7 @@ import numpy as np
 
 from fpsim._device import array_module, binary32, binary64
 from fpsim.accumulation.blocks import BlockFMA
-from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate
+from fpsim.accumulation.matmul import ACCUMULATOR_OPTIONS, accumulate, blas_sum
 from fpsim.accumulation.scaled import BlockScaledFMA, block_scaled_matmul, promoted_matmul
 from fpsim.formats import as_format
 from fpsim.quantize.blocks import Blocks
@@ -116,13 +116,21 @@ def quantized_matmul(qa: Any, qb: Any, *, model: Any = None, **options: Any) -> 
         return _promoted(qa, qb, model, k_a, options)
     if model is not None:
         return _instruction(qa, qb, model, k_a, options)
-    a, b = qa._scaled, qb._scaled  # the terms' factors: elements times block scales
     given = {k: options.pop(k, None) for k in ACCUMULATOR_OPTIONS}
     settings: dict[str, Any] = {k: ACCUMULATOR_OPTIONS[k] if v is None else v
                                 for k, v in given.items()}
     out, c, stats = options.pop("out", None), options.pop("c", None), options.pop("stats", False)
     if options:
         raise TypeError(f"matmul got unexpected arguments: {', '.join(options)}")
+    kept = qa.__dict__.get("_scaled32"), qb.__dict__.get("_scaled32")
+    if (kept[0] is not None and kept[1] is not None and out is None and c is None
+            and not tensor_scaled
+            and blas_sum(as_format(settings["accum"]), settings["rounding"], settings["order"],
+                         settings["subnormals"], settings["saturate"], stats, np)):
+        # The loops' binary32 terms (exact) go to the BLAS product as they are.
+        return _wide(accumulate(*kept, narrowed=kept, out=None, c=None, stats=False,
+                                **settings))
+    a, b = qa._scaled, qb._scaled  # the terms' factors: elements times block scales
     if settings["order"] == "any" and not (_binary32(qa, a) and _binary32(qb, b)):
         settings["order"] = "sequential"  # BLAS would read the terms' factors as float32
     result = accumulate(a, b, out=None if tensor_scaled else out, c=c, stats=stats,

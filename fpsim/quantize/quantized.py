@@ -100,9 +100,10 @@ class Quantized:
     @functools.cached_property
     def _scaled(self) -> Floats:
         """Each element times its block's scale (not NVFP4's tensor scale), exact in
-        binary64; kept once computed (the Numba backend's loops write it as they quantize),
-        read-only."""
-        out = _times_scales(self)
+        binary64 (widened from ``_scaled32`` where the Numba backend's loops wrote it as
+        they quantized); kept once computed, read-only."""
+        held = self.__dict__.get("_scaled32")
+        out = _times_scales(self) if held is None else held.astype(np.float64)
         if array_module(out) is np:
             out.setflags(write=False)
         return out
@@ -337,9 +338,9 @@ def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str |
         q = Quantized(scheme=sch, axis=ax, bits=bits, scales=scales, scale_bits=scale_bits,
                       scale_rule=rule, rounding=rounding, tensor_scale=tensor_scale,
                       flags=flag_bits, amax=one_nan(amax))
-        if scaled is not None:  # the loops' element times scale (Quantized._scaled)
+        if scaled is not None:  # the loops' element times scale, binary32 (exact)
             scaled.setflags(write=False)
-            q.__dict__["_scaled"] = scaled
+            q.__dict__["_scaled32"] = scaled
         return q
     q = _quantize_arrays(arr, sch, ax, rule, rounding, subnormals, seed, random_bits)
     return q if flags else replace(q, flags=None)
@@ -415,7 +416,8 @@ def dequantize(q: Quantized) -> Floats:
     """
     if not isinstance(q, Quantized):
         raise ValueError(f"q: expected a Quantized (from fpsim.quantize), got {type(q).__name__}")
-    held = q.__dict__.get("_scaled")
+    kept = "_scaled" in q.__dict__ or "_scaled32" in q.__dict__
+    held = q._scaled if kept else None  # kept: read-only, copied below
     scaled = _times_scales(q) if held is None else held
     if q.tensor_scale is None:
         return scaled.copy() if held is not None else scaled
