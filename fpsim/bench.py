@@ -17,6 +17,7 @@ Medians over repeats, timed in pairs with their reference; the machine is shared
 from __future__ import annotations
 
 import argparse
+import ctypes
 import itertools
 import json
 import subprocess
@@ -586,6 +587,26 @@ def training_step(model_name: str, policy: str, loss_scale, batch: int = 64):
     return partial(trainer.step, lambda: F.cross_entropy(model(x), y))
 
 
+# glibc's mallopt parameters: freed memory kept below the top of the heap up to this much,
+# and arrays up to this size taken from the heap rather than mapped afresh (its maximum).
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+TRIM_LIMIT, MMAP_LIMIT = (1 << 31) - 1, 32 << 20
+
+
+def hold_freed_memory() -> bool:
+    """Have the C library's malloc keep freed memory in the process: no row of the training
+    table then pays page faults for fresh pages that another row's history spared it. By
+    default glibc maps a large array afresh or not depending on what was freed before
+    (a dynamic threshold): the CNN's mixed step paid 4 ms of faults in one order of rows
+    and not in another. False where malloc takes no such setting (not glibc)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_LIMIT)) and bool(mallopt(M_TRIM_THRESHOLD,
+                                                                         TRIM_LIMIT))
+
+
 def run_training(repeats: int = 40, rounds: int = 5) -> list[tuple]:
     """Rows of (model, policy, ms per step, time ratio to the float32 step).
 
@@ -769,8 +790,11 @@ def main(argv: list[str] | None = None) -> int:
         for what, n, seconds, ratio in run_matmul(sizes, args.repeats, args.backend):
             print(f"{what:36} {n:5d} {seconds:9.4f} {ratio:8.1f}")
     if args.which in ("all", "train"):
+        held = hold_freed_memory()
         print("\ntraining step, batch 64, SGD with momentum; ratio: median time / the "
-              "float32 step's (alternating blocks)")
+              "float32 step's (alternating blocks); malloc "
+              + ("keeps freed memory (no page faults for fresh pages)" if held else
+                 "as the C library sets it"))
         print(f"{'model':12} {'policy':28} {'ms/step':>8} {'x fp32':>7} {'x mixed':>7}")
         mixed: dict[str, float] = {}
         for model_name, what, ms, ratio in run_training():

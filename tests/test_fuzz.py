@@ -315,6 +315,7 @@ def nothing_runs(monkeypatch, tmp_path):
     monkeypatch.setattr(reproduce_command, "reproduce", lambda session, names: None)
     for name in ("run", "run_matmul", "run_training"):
         monkeypatch.setattr(bench, name, lambda *a, **k: [])
+    monkeypatch.setattr(bench, "hold_freed_memory", lambda: False)  # not this process's malloc
     monkeypatch.setattr(command, "run", lambda *a, **k: [])
 
 
