@@ -354,9 +354,12 @@ def _run(template: Any, x: np.ndarray, count: int, block: int, groups: int, para
                                 binary32=binary32, parallel=long or not hot,
                                 keep=outputs[2].shape == x.shape,
                                 flags=outputs[1].shape == x.shape)
-    with _threads(long or hot):  # a hot short array's loop is serial
-        return loop(_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic,
-                    *arguments)
+    arguments = (_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic,
+                 *arguments)
+    if long or hot:  # all threads, or a serial loop
+        return loop(*arguments)
+    with _threads(False):
+        return loop(*arguments)
 
 
 def _prepared(template: Any, params: Any, block: int, stochastic: bool, *, specialise: bool,
@@ -364,13 +367,13 @@ def _prepared(template: Any, params: Any, block: int, stochastic: bool, *, speci
               flags: bool) -> tuple[Any, tuple]:
     """The loop to run and its parameters' arguments, kept per call kind (a training step's
     short calls spent more time here than in their loops)."""
-    fields = params._asdict()
-    if template is nvfp4_loop:  # the block scales' parameters are the loop's arguments
-        fields = {"spec": params.spec, "code": params.code}
-    memo = (template, tuple(fields.values()), block, stochastic, specialise, binary32,
-            parallel, keep, flags)
+    # NVFP4's loop takes the elements' parameters alone (the block scales' are arguments).
+    known = (params.spec, params.code) if template is nvfp4_loop else params
+    memo = (template, known, block, stochastic, specialise, binary32, parallel, keep, flags)
     hit = _PREPARED.get(memo)
     if hit is None:
+        fields = ({"spec": params.spec, "code": params.code} if template is nvfp4_loop
+                  else params._asdict())
         if binary32:
             fields.update(spec=spec_for(fields["spec"], BINARY32),
                           code=type(fields["code"])(*map(np.int32, fields["code"])))
@@ -443,6 +446,11 @@ def _results(outputs: tuple[np.ndarray, ...], count: int, shape: tuple[int, ...]
     scales in the input's layout."""
     bits, flags, scaled, scale_bits, scales = outputs
     rows = bits.shape[0]
+    if groups == 1:  # the rows are the input's own: reshapes
+        blocks = (*shape[:ax], count, *shape[ax + 1:])
+        return (bits.reshape(shape),
+                *(a.reshape(shape) if a.shape == bits.shape else None for a in (flags, scaled)),
+                scale_bits.reshape(blocks), scales.reshape(blocks))
     return (_back(bits, shape, ax, groups),
             *(_back(a, shape, ax, groups) if a.shape == bits.shape else None
               for a in (flags, scaled)),

@@ -311,14 +311,14 @@ def _quantize(x: Values, scheme_name: str | Scheme, axis: int, scale_rule: str |
                              "at -1")
         ax = arr.ndim - 1
         uneven = arr.shape[-2] % sch.rows or arr.shape[-1] % sch.block
-        what = f"shape {arr.shape[-2:]} is not a multiple of the {sch.rows}x{sch.block} tile"
     else:
         ax = normalize_axis_index(axis, arr.ndim)
         size = sch.block or max(arr.shape[ax], 1)  # per_row, per_tensor: the whole axis
         uneven = 0 if sch.name == "per_tensor" else arr.shape[ax] % size
-        what = (f"x has {arr.shape[ax]} elements along axis {ax}, not a multiple of the "
-                f"block of {sch.block}")
     if uneven and not pad:
+        what = (f"shape {arr.shape[-2:]} is not a multiple of the {sch.rows}x{sch.block} tile"
+                if sch.rows > 1 else f"x has {arr.shape[ax]} elements along axis {ax}, not a "
+                f"multiple of the block of {sch.block}")
         raise ValueError(f"{what} of {sch.name}: pass pad=True for shorter last blocks")
     if xp is np and get_backend_name() == "numba" and sch.kind in ("mx", "nvfp4") and sch.rows == 1:
         from fpsim.backends import numba_quantize  # Numba compiles on first use
