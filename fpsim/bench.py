@@ -613,6 +613,7 @@ def run_training(repeats: int = 40, rounds: int = 5) -> list[tuple]:
     Each policy is timed in blocks of ``repeats`` steps alternating with blocks
     of the float32 step (median of block medians): Numba's loops and BLAS's
     threads are not interleaved across the two, as they are not in a real run.
+    ``main`` keeps freed memory first (``hold_freed_memory``).
     """
     rows = []
     for model_name in ("digits MLP", "small CNN"):
