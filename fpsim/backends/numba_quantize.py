@@ -53,7 +53,7 @@ SPECIALISE_FROM = 1 << 20
 # argument), whether the random stream is drawn (None: an argument), the rounding, its
 # carrier's type (LOAD) and NVFP4's value on it (carrier).
 BLOCK = 32
-KEEP = True  # whether the loops write each element's dequantized value
+KEEP = True  # whether the loops write each element's dequantized value (binary32)
 FLAGS = True  # whether they write each element's flags
 LOAD = float
 STOCHASTIC = RULE = EMAX = T = INV_MAX = LOW = HIGH = FP32 = SPEC = CODE = SCALE_CODE = None
@@ -424,8 +424,8 @@ def _as_blocks(x: np.ndarray, outputs: tuple[np.ndarray, ...], count: int, block
 
 def _outputs(x: np.ndarray, count: int, keep: bool,
              flags: bool = True) -> tuple[np.ndarray, ...]:
-    """Bits, flags (``flags``) and dequantized value (``keep``) per element; scale bits
-    and scale (MX) or amax (NVFP4) per block."""
+    """Bits, flags (``flags``) and dequantized value as binary32 (``keep``) per element;
+    scale bits and scale (MX) or amax (NVFP4) per block."""
     blocks = x.shape[0] * count
     return (np.empty(x.shape, np.uint8), np.empty(x.shape if flags else (0, 0), np.uint8),
             np.empty(x.shape if keep else (0, 0), np.float32), np.empty(blocks, np.uint8),
@@ -463,7 +463,7 @@ def quantize_mx(arr: np.ndarray, ax: int, params: Any, key: int | None, block: i
     elements' encodings and flags (None without ``flags``), their dequantized values
     (element times scale), the scales' encodings and values, and the input's amax.
     ``hot``: compiled for these parameters at any size (a training run repeats them), with
-    the dequantized values (else None)."""
+    the dequantized values as binary32 where every one is a binary32 value (else None)."""
     x, groups = _rows(arr, ax)
     count = -(-x.shape[1] // block)
     outputs = _outputs(x, count, kept(x.size, hot), flags)
