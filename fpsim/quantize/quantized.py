@@ -260,18 +260,21 @@ def quantize(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
                      pad, hot=False, flags=True)
 
 
+# quantize's options and their defaults, read from its signature (one place to change).
+_OPTIONS: dict[str, Any] = dict(quantize.__kwdefaults__ or {})
+
+
 def quantize_repeated(x: Values, scheme_name: str | Scheme, axis: int = -1, *,
                       flags: bool = True, **options: Any) -> Quantized:
     """``quantize`` of a call that a training run repeats with the same parameters: on the
     Numba backend, in a loop compiled for them (constants folded) at any size. Without
     ``flags``, the elements' flags are not computed (``Quantized.flags`` is None)."""
-    known = ("scale_rule", "rounding", "subnormals", "seed", "random_bits", "pad")
-    unknown = set(options) - set(known)
+    unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"quantize got unexpected arguments: {', '.join(sorted(unknown))}")
-    return _quantize(x, scheme_name, axis, options.get("scale_rule"),
-                     options.get("rounding", "nearest_even"), options.get("subnormals", True),
-                     options.get("seed"), options.get("random_bits"), options.get("pad", False),
+    given = {**_OPTIONS, **options}
+    return _quantize(x, scheme_name, axis, given["scale_rule"], given["rounding"],
+                     given["subnormals"], given["seed"], given["random_bits"], given["pad"],
                      hot=True, flags=boolean(flags, "flags"))
 
 
