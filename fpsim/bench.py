@@ -601,7 +601,7 @@ def hold_freed_memory() -> bool:
     and not in another. False where malloc takes no such setting (not glibc)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (OSError, TypeError, AttributeError):  # no C library by that name (Windows: None)
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_LIMIT)) and bool(mallopt(M_TRIM_THRESHOLD,
                                                                          TRIM_LIMIT))
