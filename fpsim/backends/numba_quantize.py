@@ -354,12 +354,9 @@ def _run(template: Any, x: np.ndarray, count: int, block: int, groups: int, para
                                 binary32=binary32, parallel=long or not hot,
                                 keep=outputs[2].shape == x.shape,
                                 flags=outputs[1].shape == x.shape)
-    arguments = (_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic,
-                 *arguments)
-    if long or hot:  # all threads, or a serial loop
-        return loop(*arguments)
-    with _threads(False):
-        return loop(*arguments)
+    with _threads(long or hot):  # a hot short array's loop is serial
+        return loop(_frozen(x), count, *outputs, groups, np.uint64(key or 0), stochastic,
+                    *arguments)
 
 
 def _prepared(template: Any, params: Any, block: int, stochastic: bool, *, specialise: bool,
