@@ -20,6 +20,7 @@ from test_quantize import hard_blocks
 
 import fpsim
 from fpsim.backends import numba_quantize
+from fpsim.kernels.spec import make_spec
 from fpsim.quantize import SCALE_RULES, SCHEMES
 
 HERE = Path(__file__).resolve().parent
@@ -102,6 +103,7 @@ def test_the_loops_specialised_to_float32_input_give_the_same_bits(monkeypatch, 
 
 @pytest.mark.parametrize("scheme, rule, mode", [
     ("mxfp8_e4m3", "transformer_engine", "nearest_even"),  # the MXFP8 recipe's
+    ("mxfp6_e3m2", "ocp", "nearest_even"),  # elements beyond the largest value: saturated
     ("mxfp4_e2m1", "ocp", "stochastic"),
     ("nvfp4", "transformer_engine", "stochastic"),
 ])
@@ -135,6 +137,10 @@ def test_the_loops_a_training_run_repeats_give_the_same_bits(scheme, rule, mode)
             same_quantized(replace(bare, flags=want.flags), want)
             assert np.array_equal(fpsim.dequantize(bare).view(np.int64),
                                   fpsim.dequantize(want).view(np.int64))
+    if mode == "nearest_even":  # without flags, the loop rounds by nearest_even_encoded
+        spec = make_spec(SCHEMES[scheme].element, mode, True, True, None)
+        assert any(("NEAREST", True) in key and ("SPEC", spec) in key
+                   for key in numba_quantize._LOOPS)
     with pytest.raises(ValueError, match="computed none"):
         bare.stats()
     with pytest.raises(TypeError, match="unexpected arguments: rounding_mode"):

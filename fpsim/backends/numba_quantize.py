@@ -9,13 +9,16 @@ one for the elements. The kernels are the shared ones (``fpsim.kernels.blockscal
 The loops take the input as a C-contiguous (rows, length) array, the quantized axis moved
 last, and run over its blocks, ``count`` to a row, the last one of a row shorter where
 ``length`` is not a multiple of the block (as if padded with zeros, which change no
-amax). ``groups`` (the number of elements that followed the axis before it moved; 1 for
-the last axis) recovers each element's C-order index in ``x``, the stochastic stream's
-counter (rows of whole blocks with nothing after the axis run as a row a block). The short
-calls a training run repeats (``hot``) also write each element's dequantized value
-(element times its block's scale, exact in binary64) beside its encoding, as binary32
-when every one is a binary32 value (the step's BLAS product reads them:
-``Quantized._scaled32``), and may leave the flags out (``flags=False``). Arrays of
+amax), in units of up to CHUNK blocks of a row (``span``). ``groups`` (the number of
+elements that followed the axis before it moved; 1 for the last axis) recovers each
+element's C-order index in ``x``, the stochastic stream's counter (rows of whole blocks
+with nothing after the axis run as a row a block). The short calls a training run repeats
+(``hot``) also write each element's dequantized value (element times its block's scale,
+exact in binary64) beside its encoding, as binary32 when every one is a binary32 value
+(the step's BLAS product reads them: ``Quantized._scaled32``), and may leave the flags out
+(``flags=False``). Without flags, MX elements in nearest even round and encode by
+binary64's own addition (``blockscale.nearest_even_encoded``, where
+``nearest_even_applies``): a third of the element's time. Arrays of
 ``SPECIALISE_FROM`` elements or more run in a parallel loop compiled for their exact
 parameters (constants folded), on all of Numba's threads, float32 input rounded and
 encoded on the binary32 encoding (``kernels.carrier``). Shorter hot calls run a serial
@@ -43,11 +46,14 @@ from fpsim.backends import get_backend, numba_backend
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.numba_vectors import wide_vectors
 from fpsim.kernels.carrier import BINARY32, spec_for
+from fpsim.modes import NEAREST_EVEN
 
 __all__ = ["kernel_name", "quantize_mx", "quantize_nvfp4"]
 
 # Arrays this large or larger run in a loop compiled for their parameters.
 SPECIALISE_FROM = 1 << 20
+# Blocks to a unit of the parallel loops (``span``): a long row runs on every thread.
+CHUNK = 256
 
 # Bound per instance (``_loop``): the block size, the parameters' fields (None: an
 # argument), whether the random stream is drawn (None: an argument), the rounding, its
@@ -55,9 +61,11 @@ SPECIALISE_FROM = 1 << 20
 BLOCK = 32
 KEEP = True  # whether the loops write each element's dequantized value (binary32)
 FLAGS = True  # whether they write each element's flags
+NEAREST = False  # whether MX elements round by ``nearest_even_encoded`` (no flags)
 LOAD = float
 STOCHASTIC = RULE = EMAX = T = INV_MAX = LOW = HIGH = FP32 = SPEC = CODE = SCALE_CODE = None
 MAG = 0x7FFFFFFFFFFFFFFF
+FRAC64 = 52  # binary64's fraction bits
 TINY = 5e-324  # binary64's smallest subnormal, or binary32's (TINY32) on its carrier
 TINY32 = np.float32(2.0**-149)
 ONE_NAN = np.nan  # the one quiet NaN fpsim gives (0x7FF8000000000000)
@@ -69,7 +77,7 @@ def _bound_per_instance(*args: Any) -> Any:
 
 select = random53 = round_value = carrier = encode = encode_element = _bound_per_instance
 f64_bits = bits_f64 = _bound_per_instance
-mx_exponent = mx_factors = mx_scaled = pow2_or_nan = _bound_per_instance
+mx_exponent = mx_factors = mx_scaled = pow2_or_nan = nearest_even_encoded = _bound_per_instance
 nvfp4_block_scales = nvfp4_scaled = _bound_per_instance
 
 
@@ -88,21 +96,32 @@ def widen(y):
 
 def index(r, col, length, groups):
     """The C-order index in ``x`` of element ``col`` of row ``r`` of the (rows, length)
-    array (``groups`` elements followed the axis before it moved)."""
+    array (``groups`` elements followed the axis before it moved), all unsigned."""
     if groups == 1:  # no division where the rows are the input's own
         return r * length + col
-    p = r // groups
-    return (p * length + col) * groups + (r - p * groups)
+    g = np.uint64(groups)
+    p = r // g
+    return (p * length + col) * g + (r - p * g)
 
 
-def block_start(q, count):
-    """Block ``q``'s row and first column, ``count`` blocks to a row (a row a block: no
-    division, which cost 10 ns a block)."""
-    q, count = np.int64(q), np.int64(count)  # one integer type for both branches
-    if count == 1:
-        return q, np.int64(0)
-    r = q // count
-    return r, (q - r * count) * BLOCK
+def span(unit, units, count):
+    """Unit ``unit``'s row and its blocks ``first`` to ``end``, ``units`` units of CHUNK
+    blocks to a row of ``count``, unsigned. The loops run over units, not blocks: a block's
+    row and column took a division each (10 ns; none for one unit to a row). A signed index
+    into ``x`` keeps a wraparound check in the loop over a block's elements, which then
+    does not vectorise: the blocks' amaxes took four times as long."""
+    u, units, count = np.uint64(unit), np.uint64(units), np.uint64(count)
+    if units == 1:
+        return u, np.uint64(0), count
+    r = u // units
+    first = (u - r * units) * np.uint64(CHUNK)
+    return r, first, min(first + np.uint64(CHUNK), count)
+
+
+def block_size(lo, length):
+    """The number of elements of a block from column ``lo`` of a row of ``length``, both
+    unsigned: BLOCK, or fewer for a row's last block."""
+    return min(np.uint64(BLOCK), length - lo)
 
 
 def block_amax(x, r, lo, n):
@@ -111,13 +130,8 @@ def block_amax(x, r, lo, n):
     vectorises, and NaN's encodings are the largest). Elements past a row's end would be
     padding zeros, which change no amax."""
     m = 0
-    xs = x[r, lo:lo + n]
-    if n == BLOCK:
-        for j in range(BLOCK):  # a constant trip count: LLVM vectorises it
-            m = max(m, f64_bits(float(xs[j])) & MAG)
-    else:
-        for j in range(n):
-            m = max(m, f64_bits(float(xs[j])) & MAG)
+    for j in range(n):
+        m = max(m, f64_bits(float(x[r, lo + j])) & MAG)
     return bits_f64(m)
 
 
@@ -154,19 +168,22 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
     scale_code = scale_code_in if SCALE_CODE is None else SCALE_CODE
-    length = x.shape[1]
+    length = np.uint64(x.shape[1])
     blocks = x.shape[0] * count
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
     amaxes = np.empty(blocks, np.float64)
     lost = 0  # dequantized values that are not binary32 values (KEEP)
     exponents = np.empty(blocks, np.int64)
     nans = np.empty(blocks, np.bool_)
+    units = -(-count // CHUNK)
     # Three passes: the blocks' amaxes, their scales (one flat loop over the blocks: it
     # vectorises across them), the elements. In one pass, a block's scale held its elements
     # back: 15% longer.
-    for q in prange(blocks):  # over the blocks: a long row runs on every thread
-        r, lo = block_start(q, count)
-        amaxes[q] = block_amax(x, r, lo, min(BLOCK, length - lo))
+    for unit in prange(x.shape[0] * units):
+        r, first, end = span(unit, units, count)
+        for c in range(first, end):
+            lo = c * np.uint64(BLOCK)
+            amaxes[r * np.uint64(count) + c] = block_amax(x, r, lo, block_size(lo, length))
     for q in prange(blocks):
         s, nan = mx_exponent(amaxes[q], rule, emax, t, inv_max, low, high, fp32)
         scale = pow2_or_nan(s, nan)
@@ -174,27 +191,33 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
         scales[q] = scale
         exponents[q] = s
         nans[q] = nan
-    for q in prange(blocks):
-        r, lo = block_start(q, count)
-        n = min(BLOCK, length - lo)
-        down, up = mx_factors(exponents[q])
-        down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two within binary32's range
-        nan = nans[q]
-        scale = scales[q]
-        # Unsigned indices from the block's start: no wraparound check (indexing the rows
-        # from ``lo`` took half as long again).
-        base = np.uint64(r * length + lo)
-        for j in range(n):
-            wide_vectors()  # 512-bit vectors where the CPU has them: 10% faster here
-            i = base + np.uint64(j)
-            y = mx_scaled(LOAD(xf[i]), down_c, up_c, nan, TINY)
-            rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
-            v, f = round_value(carrier(y), rnd, spec, FLAGS)
-            bf[i] = encode_element(v, code)
-            if FLAGS:
-                ff[i] = f
-            if KEEP:
-                lost += kept32(sf, i, product_or_nan(v, scale))
+    for unit in prange(x.shape[0] * units):
+        r, first, end = span(unit, units, count)
+        for c in range(first, end):
+            q = r * np.uint64(count) + c
+            lo = c * np.uint64(BLOCK)
+            down, up = mx_factors(exponents[q])
+            down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two in binary32's range
+            nan = nans[q]
+            scale = scales[q]
+            # Unsigned indices from the block's start: no wraparound check (indexing the
+            # rows from ``lo`` took half as long again).
+            base = r * length + lo
+            for j in range(block_size(lo, length)):
+                wide_vectors()  # 512-bit vectors where the CPU has them: 10% faster here
+                i = base + j
+                y = mx_scaled(LOAD(xf[i]), down_c, up_c, nan, TINY)
+                if NEAREST:
+                    v, e = nearest_even_encoded(y, spec, code)
+                    bf[i] = e
+                else:
+                    rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
+                    v, f = round_value(carrier(y), rnd, spec, FLAGS)
+                    bf[i] = encode_element(v, code)
+                    if FLAGS:
+                        ff[i] = f
+                if KEEP:
+                    lost += kept32(sf, i, product_or_nan(v, scale))
     return largest(amaxes), lost
 
 
@@ -208,10 +231,13 @@ def largest(amaxes):
 
 
 def amax_loop(x, count, amaxes):
-    length = x.shape[1]
-    for q in prange(x.shape[0] * count):
-        r, lo = block_start(q, count)
-        amaxes[q] = block_amax(x, r, lo, min(BLOCK, length - lo))
+    length = np.uint64(x.shape[1])
+    units = -(-count // CHUNK)
+    for unit in prange(x.shape[0] * units):
+        r, first, end = span(unit, units, count)
+        for c in range(first, end):
+            lo = c * np.uint64(BLOCK)
+            amaxes[r * np.uint64(count) + c] = block_amax(x, r, lo, block_size(lo, length))
 
 
 def nvfp4_scales_loop(amaxes, scale_bits, decodes, encodes, multiplier, global_decode, e4m3,
@@ -230,25 +256,29 @@ def nvfp4_loop(x, count, bits, flags, scaled, decodes, encodes, groups, key, sto
     stochastic = stochastic_in if STOCHASTIC is None else STOCHASTIC
     spec = spec_in if SPEC is None else SPEC
     code = code_in if CODE is None else CODE
-    length = x.shape[1]
+    length = np.uint64(x.shape[1])
     xf, bf, ff, sf = x.reshape(-1), bits.reshape(-1), flags.reshape(-1), scaled.reshape(-1)
     lost = 0
-    for q in prange(x.shape[0] * count):
-        r, lo = block_start(q, count)
-        enc32 = encodes[q]
-        scale = decodes[q]
-        base = np.uint64(r * length + lo)
-        for j in range(min(BLOCK, length - lo)):
-            wide_vectors()
-            i = base + np.uint64(j)
-            y = nvfp4_scaled(np.float32(xf[i]), enc32)
-            rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
-            v, f = round_value(carrier(y), rnd, spec, FLAGS)
-            bf[i] = encode_element(v, code)
-            if FLAGS:
-                ff[i] = f
-            if KEEP:
-                lost += kept32(sf, i, product_or_nan(v, scale))
+    units = -(-count // CHUNK)
+    for unit in prange(x.shape[0] * units):
+        r, first, end = span(unit, units, count)
+        for c in range(first, end):
+            q = r * np.uint64(count) + c
+            lo = c * np.uint64(BLOCK)
+            enc32 = encodes[q]
+            scale = decodes[q]
+            base = r * length + lo
+            for j in range(block_size(lo, length)):
+                wide_vectors()
+                i = base + j
+                y = nvfp4_scaled(np.float32(xf[i]), enc32)
+                rnd = random53(key, index(r, lo + j, length, groups)) if stochastic else 0
+                v, f = round_value(carrier(y), rnd, spec, FLAGS)
+                bf[i] = encode_element(v, code)
+                if FLAGS:
+                    ff[i] = f
+                if KEEP:
+                    lost += kept32(sf, i, product_or_nan(v, scale))
     return lost
 
 
@@ -272,9 +302,10 @@ def _loop(template: Any, binary32: bool, parallel: bool = True, **binding: Any) 
         jit = numba.njit(cache=True, inline="always")
         namespace = dict(globals(), **{name: kernels[name] for name in (
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
-            "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales")})
-        for helper in (same, widen, encode_wide, index, block_start, block_amax, product_or_nan,
-                       kept32, largest):
+            "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales",
+            "nearest_even_encoded")})
+        for helper in (same, widen, encode_wide, index, span, block_size, block_amax,
+                       product_or_nan, kept32, largest):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
@@ -374,7 +405,9 @@ def _prepared(template: Any, params: Any, block: int, stochastic: bool, *, speci
         if binary32:
             fields.update(spec=spec_for(fields["spec"], BINARY32),
                           code=type(fields["code"])(*map(np.int32, fields["code"])))
-        binding = dict(BLOCK=block, KEEP=keep, FLAGS=flags)
+        binding = dict(BLOCK=block, KEEP=keep, FLAGS=flags,
+                       NEAREST=template is mx_loop and specialise and not (binary32 or flags)
+                       and not stochastic and nearest_even_applies(params.spec, params.code))
         if specialise:
             binding.update(STOCHASTIC=stochastic,
                            **{name.upper(): value for name, value in fields.items()})
@@ -383,6 +416,14 @@ def _prepared(template: Any, params: Any, block: int, stochastic: bool, *, speci
         arguments = (0,) * len(fields) if specialise else tuple(fields.values())
         hit = _PREPARED[memo] = (_loop(template, binary32, parallel, **binding), arguments)
     return hit
+
+
+def nearest_even_applies(spec: Any, code: Any) -> bool:
+    """Whether ``kernels.blockscale.nearest_even_encoded`` gives an element's rounding and
+    encoding: nearest even into a signed, saturating format with subnormals whose zero
+    takes a sign (every MX element format under fpsim's default options)."""
+    return (spec.mode == NEAREST_EVEN and spec.subnormals == 1 and spec.saturate == 1
+            and spec.signed == 1 and code.sign != code.nan and spec.t < FRAC64)
 
 
 def _threads(parallel: bool) -> contextlib.AbstractContextManager[None]:

@@ -23,6 +23,7 @@ from fpsim.kernels.core import (
     MAG,
     NAN,
     SHIFT_CAP,
+    SIGN,
     bitlen,
     decode,
     pow2_bits,
@@ -226,3 +227,30 @@ def encode(v, code):
     # A zero takes no sign where the sign bit alone is the NaN (fnuz).
     signed = sign_bit(v) & (nan == 0) & ((a != 0) | (code.nan != code.sign))
     return select(nan, code.nan, magnitude | select(signed, code.sign, 0))
+
+
+def nearest_even_encoded(y, spec, code):
+    """``y`` (finite, binary64) rounded to nearest even in a signed, saturating format with
+    subnormals (``spec``, ``code``: its ``Encoding``), and its encoding: ``(value,
+    encoding)``, the bits of ``round_value`` then ``encode`` of ``y`` (the MX loops use it
+    where ``nearest_even_applies``: a third of the time).
+
+    The rounding is binary64's own. Below 2**52 times a power of two ``q``, adding that
+    much to ``|y|`` gives a sum whose last place is ``q``, so the sum rounds ``|y|`` to a
+    multiple of ``q``, ties to even (IEEE 754-2019 4.3.1); taking it back off is exact
+    (Sterbenz: the sum lies in ``[c, 2c]``). ``q`` is the format's quantum at ``|y|``'s
+    exponent, its subnormals' below the smallest normal. A result beyond the largest
+    value saturates: ``|y|`` is first capped at twice it, so that ``c`` stays finite.
+    The encoding is read off the result's binary64 encoding: its exponent and top ``t``
+    fraction bits, rebiased; a subnormal's after adding the smallest normal, which puts
+    its multiple of the least subnormal in those fraction bits."""
+    b = f64_bits(y)
+    a = minimum(b & MAG, f64_bits(spec.maxv) + HIDDEN)  # |y|, capped at 2 * maxv
+    e = maximum(a >> FRAC, spec.emin + BIAS)  # the quantum's binade, biased
+    c = bits_f64((e - spec.t + FRAC) << FRAC)  # 2**52 * quantum
+    r = minimum((bits_f64(a) + c) - c, spec.maxv)
+    sub = r < spec.minnorm
+    lifted = f64_bits(r + select(sub, spec.minnorm, 0.0)) >> (FRAC - spec.t)
+    field = lifted - select(sub, (spec.emin + BIAS) << spec.t, (BIAS - code.bias) << spec.t)
+    neg = b < 0
+    return bits_f64(f64_bits(r) | (b & SIGN)), field | select(neg, code.sign, 0)
