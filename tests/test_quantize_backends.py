@@ -152,7 +152,8 @@ def test_the_loops_a_training_run_repeats_give_the_same_bits(scheme, rule, mode)
 def test_a_training_steps_loops_keep_binary32_terms_only_when_each_is_one():
     """A hot call keeps its elements times scales as binary32 when every one is a binary32
     value, and its product hands them to BLAS as they are: the same bits as NumPy's path.
-    A block whose terms leave binary32's range keeps none (binary64, computed on demand)."""
+    A block whose terms leave binary32's range keeps none (binary64, computed on demand);
+    at the edge of its range, all."""
     from fpsim.quantize.quantized import quantize_repeated
 
     rng = np.random.default_rng(5)
@@ -160,7 +161,12 @@ def test_a_training_steps_loops_keep_binary32_terms_only_when_each_is_one():
     b = rng.standard_normal((64, 5))
     huge = a.copy()
     huge[2, :32] *= 1e300  # its scale 2**994: elements times it beyond binary32
-    for x, binary32 in ((a, True), (huge, False)):
+    # Scale 2**119 (amax 2**127, the OCP rule): the largest term, 448 * 2**119, is a
+    # binary32 value; at 2**120 the block's amax is 2**128, beyond binary32.
+    edge, over = a.copy(), a.copy()
+    edge[3, :32] *= 2.0**127 / np.abs(edge[3, :32]).max()
+    over[3, :32] = edge[3, :32] * 2.0
+    for x, binary32 in ((a, True), (huge, False), (edge, True), (over, False)):
         with fpsim.backend("numba"):
             qa = quantize_repeated(x, "mxfp8_e4m3")
             qb = quantize_repeated(b, "mxfp8_e4m3", axis=0)

@@ -135,12 +135,17 @@ def block_amax(x, r, lo, n):
     return bits_f64(m)
 
 
-def kept32(out, i, y):
-    """Store ``y`` at ``out[i]`` as binary32: 1 if that lost it (not a binary32 value; NaN
-    is one), else 0."""
-    y32 = np.float32(y)
-    out[i] = y32
-    return 0 if (float(y32) == y) | (y != y) else 1
+def lost32(y):
+    """1 if ``y`` is not a binary32 value (NaN is one), else 0: its binary32 store lost it."""
+    return 0 if (float(np.float32(y)) == y) | (y != y) else 1
+
+
+def binary32_terms(s, nan, emin, t, emax):
+    """Whether every value of a format (smallest subnormal ``2**(emin - t)``, all below
+    ``2**(emax + 1)``, ``t`` fraction bits) times a block's scale ``2**s`` is a binary32
+    value: a multiple of binary32's least subnormal ``2**-149`` of at most 24 bits, no
+    larger than its largest; or the scale is NaN (the terms are NaN)."""
+    return nan | ((s + emin - t >= -149) & (s + emax <= 127) & (t <= 23))
 
 
 def product_or_nan(v, scale):
@@ -200,13 +205,23 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
             down_c, up_c = LOAD(down), LOAD(up)  # exact: powers of two in binary32's range
             nan = nans[q]
             scale = scales[q]
+            s = exponents[q]
+            # Loop-invariant tests, each sparing its elements a check (LLVM takes the
+            # test out of the loop): a scale of at most 1 loses nothing of an element
+            # (``mx_scaled``'s check), nor does a product of a block whose terms are all
+            # binary32 values (``lost32``). About a quarter of the elements' time.
+            exact = (s <= 0) & (nan == 0)
+            terms32 = binary32_terms(s, nan, spec.emin, t, emax)
             # Unsigned indices from the block's start: no wraparound check (indexing the
             # rows from ``lo`` took half as long again).
             base = r * length + lo
             for j in range(block_size(lo, length)):
                 wide_vectors()  # 512-bit vectors where the CPU has them: 10% faster here
                 i = base + j
-                y = mx_scaled(LOAD(xf[i]), down_c, up_c, nan, TINY)
+                if exact:
+                    y = LOAD(xf[i]) * down_c
+                else:
+                    y = mx_scaled(LOAD(xf[i]), down_c, up_c, nan, TINY)
                 if NEAREST:
                     v, e = nearest_even_encoded(y, spec, code)
                     bf[i] = e
@@ -217,7 +232,10 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
                     if FLAGS:
                         ff[i] = f
                 if KEEP:
-                    lost += kept32(sf, i, product_or_nan(v, scale))
+                    term = product_or_nan(v, scale)
+                    sf[i] = np.float32(term)
+                    if not terms32:
+                        lost += lost32(term)
     return largest(amaxes), lost
 
 
@@ -278,7 +296,9 @@ def nvfp4_loop(x, count, bits, flags, scaled, decodes, encodes, groups, key, sto
                 if FLAGS:
                     ff[i] = f
                 if KEEP:
-                    lost += kept32(sf, i, product_or_nan(v, scale))
+                    term = product_or_nan(v, scale)
+                    sf[i] = np.float32(term)
+                    lost += lost32(term)
     return lost
 
 
@@ -305,7 +325,7 @@ def _loop(template: Any, binary32: bool, parallel: bool = True, **binding: Any) 
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales",
             "nearest_even_encoded")})
         for helper in (same, widen, encode_wide, index, span, block_size, block_amax,
-                       product_or_nan, kept32, largest):
+                       product_or_nan, lost32, binary32_terms, largest):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
         # The value each element rounds, on the rounding's carrier: MX scales its elements
