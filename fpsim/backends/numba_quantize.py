@@ -184,11 +184,7 @@ def mx_loop(x, count, bits, flags, scaled, scale_bits, scales, groups, key, stoc
     # Three passes: the blocks' amaxes, their scales (one flat loop over the blocks: it
     # vectorises across them), the elements. In one pass, a block's scale held its elements
     # back: 15% longer.
-    for unit in prange(x.shape[0] * units):
-        r, first, end = span(unit, units, count)
-        for c in range(first, end):
-            lo = c * np.uint64(BLOCK)
-            amaxes[r * np.uint64(count) + c] = block_amax(x, r, lo, block_size(lo, length))
+    amax_loop(x, count, amaxes)  # the first pass: inlined, its loop one of this one's
     for q in prange(blocks):
         s, nan = mx_exponent(amaxes[q], rule, emax, t, inv_max, low, high, fp32)
         scale = pow2_or_nan(s, nan)
@@ -324,7 +320,7 @@ def _loop(template: Any, binary32: bool, parallel: bool = True, **binding: Any) 
             "select", "random53", "encode", "mx_factors", "mx_scaled", "pow2_or_nan",
             "nvfp4_scaled", "f64_bits", "bits_f64", "mx_exponent", "nvfp4_block_scales",
             "nearest_even_encoded")})
-        for helper in (same, widen, encode_wide, index, span, block_size, block_amax,
+        for helper in (same, widen, encode_wide, index, span, block_size, block_amax, amax_loop,
                        product_or_nan, lost32, binary32_terms, largest):
             namespace[helper.__name__] = jit(clone(helper, namespace,
                                                    f"{helper.__name__}_{_DIGEST}"))
