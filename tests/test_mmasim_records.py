@@ -24,7 +24,7 @@ import pytest
 
 import fpsim
 import fpsim.hw
-from fpsim.compare.gpu import TF32_BLOCK
+from fpsim.compare.gpu import gemm_model
 
 DATA = Path(__file__).parent / "data" / "mmasim_records.npz"
 
@@ -59,12 +59,13 @@ def preset_model(key, **changes):
     model = getattr(fpsim.hw, preset).with_input(fmt)
     if fmt == "tf32":
         # A block holds as many bytes of inputs as with fp16 (MMA-Sim's L_max): half the
-        # products, fpsim.hw.TF32's preset; fpsim.compare.gpu's table says the same.
+        # products, fpsim.hw.TF32's preset (which fpsim.compare.gpu's GEMM model is).
         block = model.block // 2
         model = fpsim.hw.TF32[preset]
         assert model == dataclasses.replace(getattr(fpsim.hw, preset).with_input(fmt),
                                             block=block)
-        assert TF32_BLOCK.get(preset, block) == block == fpsim.hw.for_input(preset, fmt).block
+        assert block == fpsim.hw.for_input(preset, fmt).block
+        assert gemm_model("fp32", "tf32", getattr(fpsim.hw, preset)) is model
     return dataclasses.replace(model, **changes)
 
 

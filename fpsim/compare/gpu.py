@@ -27,10 +27,6 @@ from fpsim.compare.metrics import compare_bits
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
 COMPUTE = {"fp16": 64, "fp32": 68, "tf32": 77}  # CUBLAS_COMPUTE_16F, _32F, _32F_FAST_TF32
 CUBLAS_OP_N, CUBLAS_GEMM_DEFAULT, CUBLAS_POINTER_MODE_HOST = 0, -1, 0
-# Products per tensor-core block on tf32 inputs (../shared/notes/tensor-cores.md; MMA-Sim's
-# L_max: as many bytes of inputs as an fp16 block). None: no TF32 tensor cores.
-TF32_BLOCK = {"V100": None, "T4": None, "A100": 4, "L40": 4, "H100": 8, "B200": 8,
-              "RTX5090": 8}
 # The alignment floor with fp16 output: MMA-Sim 2.1.1's fp16 e_zero (_mma_e_zero_for_fp16);
 # the H100's -21 is the hardware's (docs/hardware/mma/mma_probes.md, 2026-11-25).
 FP16_FLOOR = {"V100": -19, "T4": -20, "A100": -20, "L40": -20, "H100": -21, "B200": -21,
@@ -306,9 +302,8 @@ def gemm_model(inputs: str, compute: str, preset: fpsim.hw.BlockFMA) -> fpsim.hw
         return dataclasses.replace(preset.with_input("fp16"), output="fp16",
                                    output_rounding="nearest_even",
                                    exp_floor=FP16_FLOOR.get(base, preset.exp_floor))
-    if compute == "tf32":
-        block = TF32_BLOCK.get(base)
-        return dataclasses.replace(preset.with_input("tf32"), block=block) if block else None
+    if compute == "tf32":  # fpsim.hw's TF32 preset of the GPU (none: no TF32 tensor cores)
+        return fpsim.hw.TF32.get(base)
     return preset.with_input(inputs) if inputs != preset.input else preset
 
 

@@ -108,7 +108,7 @@ AMD = {
     ("MI100", "bf16"): ("CDNA1", "f32_32x32x4bf16", 2),
 }
 # Products per instruction block: MMA-Sim's L_max (8 bytes of inputs on Volta, 16 on
-# Ampere, 32 on Hopper and Blackwell), and fpsim's block (fpsim.compare.gpu.TF32_BLOCK).
+# Ampere, 32 on Hopper and Blackwell), and fpsim's block (fpsim.hw.TF32's presets).
 BLOCK = {("V100", "fp16"): 4, ("A100", "fp16"): 8, ("A100", "bf16"): 8, ("A100", "tf32"): 4,
          ("H100", "fp16"): 16, ("H100", "bf16"): 16, ("H100", "tf32"): 8,
          ("B200", "fp16"): 16, ("B200", "bf16"): 16, ("B200", "tf32"): 8,
