@@ -46,6 +46,7 @@ from fpsim.backends import get_backend, numba_backend
 from fpsim.backends._instantiate import clone, instantiate, source_digest
 from fpsim.backends.numba_vectors import wide_vectors
 from fpsim.kernels.carrier import BINARY32, spec_for
+from fpsim.kernels.core import FRAC, MAG
 from fpsim.modes import NEAREST_EVEN
 
 __all__ = ["kernel_name", "quantize_mx", "quantize_nvfp4"]
@@ -64,8 +65,6 @@ FLAGS = True  # whether they write each element's flags
 NEAREST = False  # whether MX elements round by ``nearest_even_encoded`` (no flags)
 LOAD = float
 STOCHASTIC = RULE = EMAX = T = INV_MAX = LOW = HIGH = FP32 = SPEC = CODE = SCALE_CODE = None
-MAG = 0x7FFFFFFFFFFFFFFF
-FRAC64 = 52  # binary64's fraction bits
 TINY = 5e-324  # binary64's smallest subnormal, or binary32's (TINY32) on its carrier
 TINY32 = np.float32(2.0**-149)
 ONE_NAN = np.nan  # the one quiet NaN fpsim gives (0x7FF8000000000000)
@@ -439,7 +438,7 @@ def nearest_even_applies(spec: Any, code: Any) -> bool:
     encoding: nearest even into a signed, saturating format with subnormals whose zero
     takes a sign (every MX element format under fpsim's default options)."""
     return (spec.mode == NEAREST_EVEN and spec.subnormals == 1 and spec.saturate == 1
-            and spec.signed == 1 and code.sign != code.nan and spec.t < FRAC64)
+            and spec.signed == 1 and code.sign != code.nan and spec.t < FRAC)
 
 
 def _threads(parallel: bool) -> contextlib.AbstractContextManager[None]:
